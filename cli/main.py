@@ -1,0 +1,298 @@
+"""The `doxa` command line: a thin typer layer over :mod:`doxa.inference.memory`.
+
+Every command takes ``--db`` (default ``$DOXA_DB``, else ./doxa.duckdb) and ``--json``.
+Heavy libraries load only inside the commands that need them, so `doxa belief`
+starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+import typer
+
+app = typer.Typer(
+    name="doxa",
+    help="A belief memory for agents: every answer with the probability it deserves.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
+JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
+AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
+
+
+# ---------------------------------------------------------------------------- helpers
+def fail(message: str, code: int = 1) -> None:
+    typer.echo(f"Error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
+
+
+def _json_default(value: Any):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def parse_at(at: Optional[str]) -> Optional[datetime]:
+    if at is None:
+        return None
+    from doxa.data.times import parse_time
+
+    try:
+        return parse_time(at)
+    except ValueError as err:
+        fail(f"--at: {err}", 2)
+
+
+def guarded(fn: Callable[[], Any]) -> Any:
+    """Run a command body, turning doxa's own errors into a clear message and exit code 1."""
+    from doxa.data.ingest import IngestError
+    from doxa.data.store import StoreError
+
+    try:
+        return fn()
+    except (StoreError, IngestError) as err:
+        fail(str(err))
+
+
+def open_memory(db: Optional[str], *, must_exist: bool = True):
+    from doxa.data.store import Store, StoreError, default_db_path
+    from doxa.inference.memory import Memory
+
+    path = db or default_db_path()
+    try:
+        return Memory(Store.open(path, create=not must_exist))
+    except StoreError as err:
+        fail(str(err))
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2f}"
+
+
+# ---------------------------------------------------------------------------- commands
+@app.command()
+def init(db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """Create an empty store (nothing happens to an existing one)."""
+    mem = open_memory(db, must_exist=False)
+    counts = mem.store.counts()
+    if as_json:
+        emit_json({"db": mem.store.path, "created": True, "counts": counts})
+    else:
+        typer.echo(f"Store ready at {mem.store.path}")
+
+
+@app.command()
+def ingest(
+    file: str = typer.Argument(..., help="JSON Lines file (FORMATS.md), or - for standard input."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Ingest JSON Lines records: the whole file or nothing."""
+    mem = open_memory(db, must_exist=False)
+    added = guarded(lambda: mem.ingest_file(file))
+    if as_json:
+        emit_json({"file": file, "added": added})
+        return
+    if not added:
+        typer.echo("Nothing new: every record was already stored.")
+    else:
+        typer.echo("Ingested: " + ", ".join(f"{n} {table}" for table, n in added.items()))
+
+
+def _belief_table(beliefs, title: str):
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    table.add_column("question")
+    table.add_column("answers")
+    table.add_column("top")
+    table.add_column("act?")
+    for b in beliefs:
+        answers = "  ".join(f"{o} {_fmt_p(p)}" for o, p in sorted(b.answers.items(), key=lambda kv: -kv[1]))
+        verdict = "[green]act[/]" if b.act else "[yellow]ask[/]"
+        table.add_row(b.question, answers, f"{b.top} ({_fmt_p(b.p_top)})" if b.top else "—", verdict)
+    return table
+
+
+@app.command()
+def belief(
+    question: str = typer.Argument(..., help="Question id, e.g. maya.diet."),
+    at: Optional[str] = AtOption,
+    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
+                                 help="Below this probability the top answer is flagged too uncertain to act on."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """The probability of every answer, flagged when too uncertain to act on."""
+    moment = parse_at(at)
+    mem = open_memory(db)
+    b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
+    if as_json:
+        emit_json(b.to_dict())
+        return
+    typer.echo(f"{b.question}: {b.text}")
+    for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
+        bar = "█" * int(round(p * 30))
+        typer.echo(f"  {option:<24} {p:6.2f}  {bar}")
+    verdict = "act on it" if b.act else f"too uncertain to act on (below {act_at:.2f}): ask"
+    version = f"params v{b.params_version}" if b.params_version else "default params (no fit yet)"
+    typer.echo(f"  → {b.top} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s) · {version}")
+
+
+@app.command()
+def beliefs(
+    subject: Optional[str] = typer.Option(None, "--subject", help="Only this subject's questions."),
+    at: Optional[str] = AtOption,
+    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
+    limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Every belief (or one subject's); --json prints a list of `belief --json` objects."""
+    moment = parse_at(at)
+    mem = open_memory(db)
+    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
+    if limit:
+        found = found[:limit]
+    if as_json:
+        emit_json([b.to_dict() for b in found])
+        return
+    console().print(_belief_table(found, f"{len(found)} belief(s)" + (f" about {subject}" if subject else "")))
+
+
+@app.command()
+def explain(
+    question: str = typer.Argument(..., help="Question id."),
+    at: Optional[str] = AtOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """The belief term by term: each message, its source and trust, its weight left after decay."""
+    moment = parse_at(at)
+    mem = open_memory(db)
+    ex = guarded(lambda: mem.explain(question, moment))
+    if as_json:
+        emit_json(ex.to_dict())
+        return
+    render_explanation(ex)
+
+
+def render_explanation(ex) -> None:
+    b = ex.belief
+    con = console()
+    con.print(f"[bold]{b.question}[/]: {b.text}")
+    con.print("  " + "  ".join(f"{o} [bold]{_fmt_p(p)}[/]" for o, p in sorted(b.answers.items(), key=lambda kv: -kv[1]))
+              + ("   [green]act[/]" if b.act else "   [yellow]too uncertain: ask[/]"))
+    half = f"half-life {ex.half_life_days:.0f} days" if ex.half_life_days else "no change"
+    con.print(f"  prior: " + ", ".join(f"{o} {_fmt_p(p)}" for o, p in ex.prior.items()) + f" · {half}")
+    con.print(f"  evidence, scored for [bold]{b.top}[/]:")
+    for t in ex.terms:
+        reader = ", ".join(f"{o} {p:.2f}" for o, p in t.reader_probs.items() if p >= 0.05) or "nothing"
+        extras = [f"{name} {v:.2f}" for name, v in (("unclear", t.unclear), ("unrelated", t.unrelated),
+                                                    ("one-off", t.one_off)) if v >= 0.2]
+        text = t.text if len(t.text) <= 70 else t.text[:69] + "…"
+        trust = f"trust {t.trust:.2f} ({t.trust_from})" if t.trust is not None else ""
+        style = "dim" if t.ignored else ""
+        con.print(f"  [{style or 'bold'}]{t.sent_at[:10]}[/] {t.source} [dim]{t.source_path}[/] {trust}")
+        con.print(f"      [{style or 'italic'}]\"{text}\"[/]")
+        if t.ignored:
+            con.print(f"      [dim]ignored: {t.ignored}[/]")
+        else:
+            con.print(f"      reader: {reader}" + (f" · {', '.join(extras)}" if extras else "")
+                      + f" → LLR {t.llr_top:+.2f} at its time, weight now {t.weight_left:.2f}")
+    for s in ex.settlements:
+        con.print(f"  settled: {s['answer']} at {s['settled_at']:%Y-%m-%d} ({s['how']})")
+    for r in ex.rejections:
+        con.print(f"  rejected by the user: {r['answer']} (reads 0)")
+    con.print("  [dim]LLR: log-likelihood ratio of the message for the top answer against the others, at its time;"
+              " weight now: exp(-λ·age), how much of it is left after decay.[/]")
+
+
+@app.command()
+def demo(
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """The Maya example end to end on a fresh store."""
+    from pathlib import Path
+
+    from doxa.data.demo import DEMO_NOW, demo_records
+    from doxa.data.store import Store, default_db_path
+    from doxa.data.times import parse_time
+    from doxa.inference.memory import Memory
+
+    path = db or default_db_path()
+    if path != ":memory:" and Path(path).exists():
+        Path(path).unlink()
+        wal = Path(path + ".wal")
+        if wal.exists():
+            wal.unlink()
+    mem = Memory(Store.open(path))
+    added = mem.ingest(demo_records())
+    now = parse_time(DEMO_NOW)
+    found = mem.beliefs(at=now)
+    explanations = [mem.explain(q, now) for q in ("maya.diet", "maya.favourite_flower", "maya.home",
+                                                   "maya.likes_loud_places")]
+    instructions = mem.store.instructions(["maya"])
+    if as_json:
+        emit_json({"db": path, "at": now, "added": added, "beliefs": [b.to_dict() for b in found],
+                   "explanations": [e.to_dict() for e in explanations], "instructions": instructions})
+        return
+    con = console()
+    con.rule("[bold]doxa demo[/]: what the assistant knows about Maya")
+    con.print(f"Fresh store at {path}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
+    con.print(f"Beliefs as of {now:%Y-%m-%d} (default parameters: nothing trained yet)\n")
+    con.print(_belief_table(found, "every belief"))
+    for ex in explanations:
+        con.print()
+        render_explanation(ex)
+    con.print()
+    for ins in instructions:
+        con.print(f"[bold]Instruction[/] (from you, {ins['given_at']:%Y-%m-%d}): {ins['text']} — it stands;"
+                  " evidence never outranks you.")
+    con.print("\n[dim]Next: `doxa context \"book Maya's birthday dinner\"`, `doxa search peanut`, "
+              "`doxa train`, `doxa bench --quick`.[/]")
+
+
+def _register_optional_commands() -> None:
+    """Commands whose modules pull heavier dependencies register themselves here."""
+    import importlib
+
+    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name == module:
+                continue
+            raise
+        mod.register(app)
+
+
+_register_optional_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The evidence table as arrays: what the scorer and the nightly fit both consume.
+
+One vectorised load (a few SQL queries, ``fetchnumpy``, no per-row Python) turns the
+store into :class:`Evidence`. Rules of DESIGN §1 are applied here, once:
+
+- copies of one message (same fingerprint) are one evidence unit: per (fingerprint,
+  question) only the earliest message's reading counts (ties: smallest message id,
+  then reader name), so ingest order never matters;
+- messages from ``assistant/…`` sources never count;
+- only evidence, settlements and rejections at or before ``at`` are loaded.
+
+Rows are sorted by (question index, time, message id). Times are float days since
+1970-01-01 (UTC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EPOCH_DAYS_SQL = "epoch({col}) / 86400.0"
+
+
+@dataclass
+class QuestionTable:
+    """Active questions, indexed 0..Q-1 in id order."""
+
+    ids: np.ndarray  # (Q,) object: question id
+    subjects: np.ndarray  # (Q,) object: subject id or None
+    kinds: np.ndarray  # (Q,) object: kind
+    texts: np.ndarray  # (Q,) object
+    shapes: np.ndarray  # (Q,) object
+    options: list[list[str]]  # per question, in stored order
+    n_options: np.ndarray  # (Q,) int64
+    options_key: np.ndarray  # (Q,) object: kind + options joined; equal keys share priors
+
+    @property
+    def k_max(self) -> int:
+        return int(self.n_options.max()) if len(self.n_options) else 2
+
+    def index(self) -> dict[str, int]:
+        return {qid: i for i, qid in enumerate(self.ids.tolist())}
+
+
+@dataclass
+class SourceTable:
+    """Sources that appear in the loaded evidence, indexed 0..S-1."""
+
+    ids: np.ndarray  # (S,) object
+    paths: np.ndarray  # (S,) object: layers/…/id
+    trust: np.ndarray  # (S,) float64: user-stated trust, NaN where none
+
+
+@dataclass
+class Evidence:
+    """Counted readings, settlements and rejections for a set of questions."""
+
+    questions: QuestionTable
+    # --- readings that count (one row per evidence unit and question) ---
+    q: np.ndarray  # (N,) int64 question index
+    t: np.ndarray  # (N,) float64 days since epoch (message sent_at)
+    source_index: np.ndarray  # (N,) int64 into ``sources``
+    reader_index: np.ndarray  # (N,) int64 into ``readers``
+    probs: np.ndarray  # (N, K_max) float64 reader probabilities, 0 beyond the question's K
+    unclear: np.ndarray  # (N,)
+    unrelated: np.ndarray  # (N,)
+    one_off: np.ndarray  # (N,)
+    # --- settlements: observed truth at a time ---
+    settle_q: np.ndarray  # (S,) int64
+    settle_t: np.ndarray  # (S,) float64
+    settle_answer: np.ndarray  # (S,) int64 option index
+    settle_how: np.ndarray  # (S,) object
+    # --- rejections: option is out from that time on ---
+    reject_q: np.ndarray  # (R,) int64
+    reject_t: np.ndarray  # (R,) float64
+    reject_answer: np.ndarray  # (R,) int64
+    sources: SourceTable
+    readers: np.ndarray  # (R,) object reader names
+    message: np.ndarray | None = None  # (N,) object message ids, when loaded ``with_messages``
+    at: float = field(default=float("inf"))  # the time evidence was cut at (days)
+
+    # Per-row views, for code that prefers them (vectorised gathers, no Python loop).
+    @property
+    def source(self) -> np.ndarray:
+        return self.sources.ids[self.source_index]
+
+    @property
+    def source_path(self) -> np.ndarray:
+        return self.sources.paths[self.source_index]
+
+    @property
+    def source_trust(self) -> np.ndarray:
+        return self.sources.trust[self.source_index]
+
+    @property
+    def reader(self) -> np.ndarray:
+        return self.readers[self.reader_index]
+
+    @property
+    def n_readings(self) -> int:
+        return int(self.q.shape[0])

@@ -1,0 +1,131 @@
+"""Ingest of FORMATS.md JSON Lines: validate every line, then write the file whole or not at all.
+
+Validation happens in two passes. Each line is parsed and checked on its own
+(:mod:`doxa.data.models`); then references are resolved against the records of
+the same file and the store (a reading's message and question, a message's
+source, …). Every problem is reported with its line number and what to change.
+Writes are bulk inserts from Arrow tables inside one transaction; records that
+are already stored unchanged are skipped, so ingesting a file twice changes
+nothing, while a record that would *edit* stored evidence is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from pydantic import ValidationError
+
+from . import models
+
+MAX_REPORTED_PROBLEMS = 20
+
+_FORWARD_PREFIX = re.compile(r"^\s*((fwd?|re|aw|wg)\s*:\s*)+", re.IGNORECASE)
+_QUOTE_MARKS = re.compile(r"(?m)^\s*(>\s*)+")
+_SPACE = re.compile(r"\s+")
+#: Texts shorter than this ("ok", "yes") are too generic to be copies of each other:
+#: their fingerprint includes the source.
+MIN_SHARED_FINGERPRINT_CHARS = 12
+
+
+def normalise_text(text: str) -> str:
+    """Text with forwarding prefixes, quote marks, case and spacing removed."""
+    text = _FORWARD_PREFIX.sub("", text)
+    text = _QUOTE_MARKS.sub("", text)
+    return _SPACE.sub(" ", text).strip().lower()
+
+
+def fingerprint(text: str, source: str) -> str:
+    """Content fingerprint: copies of one message (forwarded, quoted) share it."""
+    normal = normalise_text(text)
+    if len(normal) < MIN_SHARED_FINGERPRINT_CHARS:
+        normal = f"{source}\x1f{normal}"
+    return hashlib.sha1(normal.encode("utf-8")).hexdigest()[:20]
+
+
+@dataclass
+class Problem:
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+class IngestError(ValueError):
+    """The input was refused; nothing was written. ``problems`` lists each line's fault."""
+
+    def __init__(self, problems: list[Problem], total: int | None = None):
+        self.problems = problems
+        self.total = total if total is not None else len(problems)
+        shown = "\n".join(f"  {p}" for p in problems[:MAX_REPORTED_PROBLEMS])
+        more = self.total - min(len(problems), MAX_REPORTED_PROBLEMS)
+        tail = f"\n  … and {more} more" if more > 0 else ""
+        super().__init__(
+            f"refused: {self.total} problem(s); nothing was ingested. Fix these lines and ingest the file again:\n"
+            f"{shown}{tail}"
+        )
+
+
+def _describe_validation_error(err: ValidationError) -> str:
+    parts = []
+    for item in err.errors()[:3]:
+        loc = ".".join(str(x) for x in item["loc"] if not (isinstance(x, str) and x in models.RECORD_TYPES))
+        msg = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            parts.append(f"missing field '{loc}': add it (see FORMATS.md)")
+        elif item["type"] == "extra_forbidden":
+            parts.append(f"unknown field '{loc}': remove it or check its spelling")
+        elif item["type"] == "union_tag_invalid":
+            known = ", ".join(models.RECORD_TYPES)
+            parts.append(f"unknown type {item['input'].get('type')!r}: use one of {known}")
+        elif item["type"] == "union_tag_not_found":
+            parts.append("missing field 'type': every line needs a \"type\" (subject, source, question, message, reading, …)")
+        else:
+            parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+@dataclass
+class ParsedBatch:
+    """Valid records by type, each with its line number."""
+
+    by_type: dict[str, list[tuple[int, models._Record]]] = field(default_factory=lambda: defaultdict(list))
+    count: int = 0
+
+
+def parse_lines(lines: Iterable[str]) -> ParsedBatch:
+    """Parse and validate each line on its own; raise IngestError listing every bad line."""
+    batch = ParsedBatch()
+    problems: list[Problem] = []
+    adapter = models.record_adapter
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as err:
+            problems.append(Problem(number, f"not valid JSON ({err.msg} at column {err.colno}): one JSON object a line"))
+            continue
+        if not isinstance(raw, dict):
+            problems.append(Problem(number, "each line must be a JSON object with a \"type\" field"))
+            continue
+        try:
+            record = adapter.validate_python(raw)
+        except ValidationError as err:
+            problems.append(Problem(number, _describe_validation_error(err)))
+            continue
+        batch.by_type[record.type].append((number, record))
+        batch.count += 1
+    if problems:
+        raise IngestError(problems)
+    return batch
+
+
+def parse_records(records: Iterable[dict]) -> ParsedBatch:
+    """Validate already-decoded records (the Python API); 'line' numbers count records from 1."""
+    return parse_lines(json.dumps(r, default=str) for r in records)

@@ -1,0 +1,219 @@
+"""Pydantic models of every record type of FORMATS.md, mirroring data/schema.sql.
+
+Each model validates one JSON Lines record on its own (types, ranges, times);
+checks that need other records (does the question exist, do the probabilities
+cover its options) are done by :mod:`doxa.data.ingest`, which knows the store.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Literal, Union
+
+from .times import parse_time
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+SUM_TOLERANCE = 1e-6
+SHAPES = ("choice", "yes_no", "scale")
+SETTLEMENT_HOWS = ("correction", "approval", "outcome")
+
+
+Time = Annotated[datetime, Field(description="ISO 8601 date or date-time")]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("sent_at", "received_at", "at", mode="before", check_fields=False)
+    @classmethod
+    def _times(cls, value):
+        return None if value is None else parse_time(value)
+
+
+class SubjectRecord(_Record):
+    type: Literal["subject"]
+    id: NonEmpty
+    name: NonEmpty
+    aliases: list[NonEmpty] = []
+
+
+class RelationRecord(_Record):
+    type: Literal["relation"]
+    from_: NonEmpty = Field(alias="from")
+    to: NonEmpty
+    kind: NonEmpty
+
+
+class SourceRecord(_Record):
+    type: Literal["source"]
+    id: NonEmpty
+    layers: list[NonEmpty] = Field(min_length=1)
+    trust: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @field_validator("layers")
+    @classmethod
+    def _no_slash(cls, layers: list[str]) -> list[str]:
+        for layer in layers:
+            if "/" in layer:
+                raise ValueError(f"layer {layer!r} contains '/': give each layer as its own list item")
+        return layers
+
+    @field_validator("id")
+    @classmethod
+    def _id_no_slash(cls, value: str) -> str:
+        if "/" in value:
+            raise ValueError(f"source id {value!r} contains '/': ids name a leaf, layers go in 'layers'")
+        return value
+
+    @property
+    def path(self) -> str:
+        return "/".join([*self.layers, self.id])
+
+    @property
+    def is_assistant(self) -> bool:
+        return self.layers[0] == "assistant"
+
+
+class QuestionRecord(_Record):
+    type: Literal["question"]
+    id: NonEmpty
+    subject: str | None = None
+    kind: NonEmpty
+    text: NonEmpty
+    shape: Literal["choice", "yes_no", "scale"] = "choice"
+    options: list[NonEmpty] | None = None
+
+    @model_validator(mode="after")
+    def _options(self) -> "QuestionRecord":
+        options = self.options
+        if self.shape == "yes_no":
+            if options is None:
+                object.__setattr__(self, "options", ["yes", "no"])
+            elif sorted(options) != ["no", "yes"]:
+                raise ValueError("a yes_no question has options exactly ['yes', 'no'] (or omit 'options')")
+        elif options is None:
+            raise ValueError(f"a {self.shape} question needs 'options': the list of possible answers")
+        options = self.options
+        if len(options) < 2:
+            raise ValueError("a question needs at least 2 options")
+        if len(set(options)) != len(options):
+            raise ValueError("options must be distinct")
+        return self
+
+
+class MessageRecord(_Record):
+    type: Literal["message"]
+    id: NonEmpty
+    source: NonEmpty
+    sent_at: Time
+    received_at: Time | None = None
+    text: str
+
+
+def _finite_unit(name: str, value: float) -> float:
+    if value is None or not math.isfinite(value) or value < 0.0 or value > 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return value
+
+
+class ReadingRecord(_Record):
+    type: Literal["reading"]
+    message: NonEmpty
+    question: NonEmpty
+    reader: NonEmpty
+    reader_version: str = ""
+    probs: dict[str, float]
+    unclear: float = 0.0
+    unrelated: float = 0.0
+    one_off: float = 0.0
+
+    @model_validator(mode="after")
+    def _masses(self) -> "ReadingRecord":
+        for option, p in self.probs.items():
+            _finite_unit(f"probs[{option!r}]", p)
+        _finite_unit("unclear", self.unclear)
+        _finite_unit("unrelated", self.unrelated)
+        _finite_unit("one_off", self.one_off)
+        total = sum(self.probs.values()) + self.unclear + self.unrelated
+        if abs(total - 1.0) > SUM_TOLERANCE:
+            raise ValueError(
+                f"probs + unclear + unrelated must sum to 1 (within 1e-6), got {total:.9g}: "
+                "renormalise the reader's output"
+            )
+        return self
+
+
+class SettlementRecord(_Record):
+    type: Literal["settlement"]
+    question: NonEmpty
+    answer: NonEmpty
+    at: Time
+    how: Literal["correction", "approval", "outcome"]
+    by: str = "user"
+
+
+class RejectionRecord(_Record):
+    type: Literal["rejection"]
+    question: NonEmpty
+    answer: NonEmpty
+    at: Time
+    by: str = "user"
+
+
+class InstructionRecord(_Record):
+    type: Literal["instruction"]
+    id: NonEmpty
+    subject: str | None = None
+    text: NonEmpty
+    at: Time
+    rests_on: dict[str, str] | None = Field(
+        default=None, description='the belief the instruction presumes: {"question": ..., "answer": ...}'
+    )
+
+    @field_validator("rests_on")
+    @classmethod
+    def _rests_on(cls, value):
+        if value is not None and set(value) != {"question", "answer"}:
+            raise ValueError('rests_on must be {"question": QUESTION_ID, "answer": OPTION}')
+        return value
+
+
+Record = Annotated[
+    Union[
+        SubjectRecord,
+        RelationRecord,
+        SourceRecord,
+        QuestionRecord,
+        MessageRecord,
+        ReadingRecord,
+        SettlementRecord,
+        RejectionRecord,
+        InstructionRecord,
+    ],
+    Field(discriminator="type"),
+]
+
+RECORD_TYPES: dict[str, type[_Record]] = {
+    "subject": SubjectRecord,
+    "relation": RelationRecord,
+    "source": SourceRecord,
+    "question": QuestionRecord,
+    "message": MessageRecord,
+    "reading": ReadingRecord,
+    "settlement": SettlementRecord,
+    "rejection": RejectionRecord,
+    "instruction": InstructionRecord,
+}
+
+record_adapter: TypeAdapter = TypeAdapter(Record)
+
+
+def register_record_type(name: str, model: type[_Record]) -> None:
+    """Let another part of doxa (the organizer's operations) add a record type to ingest."""
+    global record_adapter
+    RECORD_TYPES[name] = model
+    record_adapter = TypeAdapter(
+        Annotated[Union[tuple(RECORD_TYPES.values())], Field(discriminator="type")]
+    )

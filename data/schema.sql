@@ -1,0 +1,132 @@
+-- doxa store schema: the one place tables are defined (DESIGN.md §1).
+-- Times are TIMESTAMP (UTC, naive). Lists are DuckDB lists.
+
+CREATE TABLE IF NOT EXISTS meta (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS subjects (
+    id         VARCHAR PRIMARY KEY,
+    name       VARCHAR NOT NULL,
+    aliases    VARCHAR[] NOT NULL DEFAULT [],
+    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+);
+
+CREATE TABLE IF NOT EXISTS relations (
+    from_id VARCHAR NOT NULL,
+    to_id   VARCHAR NOT NULL,
+    kind    VARCHAR NOT NULL,
+    PRIMARY KEY (from_id, to_id, kind)
+);
+
+-- path = layers joined by '/' plus the source id as the leaf.
+CREATE TABLE IF NOT EXISTS sources (
+    id           VARCHAR PRIMARY KEY,
+    layers       VARCHAR[] NOT NULL,
+    path         VARCHAR NOT NULL,
+    trust        DOUBLE,
+    is_assistant BOOLEAN NOT NULL
+);
+
+-- Evidence: immutable. fingerprint groups copies into one evidence unit.
+CREATE TABLE IF NOT EXISTS messages (
+    id          VARCHAR PRIMARY KEY,
+    source      VARCHAR NOT NULL,
+    sent_at     TIMESTAMP NOT NULL,
+    received_at TIMESTAMP NOT NULL,
+    text        VARCHAR NOT NULL,
+    fingerprint VARCHAR NOT NULL
+);
+
+-- Questions are written by the organizer; they carry no probability.
+CREATE TABLE IF NOT EXISTS questions (
+    id         VARCHAR PRIMARY KEY,
+    subject    VARCHAR,
+    kind       VARCHAR NOT NULL,
+    text       VARCHAR NOT NULL,
+    shape      VARCHAR NOT NULL,
+    options    VARCHAR[] NOT NULL,
+    status     VARCHAR NOT NULL DEFAULT 'active',   -- active | merged | split
+    created_by VARCHAR NOT NULL DEFAULT 'organizer',
+    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+);
+
+-- probs are in the order of questions.options.
+CREATE TABLE IF NOT EXISTS readings (
+    message        VARCHAR NOT NULL,
+    question       VARCHAR NOT NULL,
+    reader         VARCHAR NOT NULL,
+    reader_version VARCHAR NOT NULL DEFAULT '',
+    probs          DOUBLE[] NOT NULL,
+    unclear        DOUBLE NOT NULL,
+    unrelated      DOUBLE NOT NULL,
+    one_off        DOUBLE NOT NULL,
+    PRIMARY KEY (message, question, reader)
+);
+
+CREATE TABLE IF NOT EXISTS settlements (
+    question   VARCHAR NOT NULL,
+    answer     VARCHAR NOT NULL,
+    settled_at TIMESTAMP NOT NULL,
+    how        VARCHAR NOT NULL,
+    settled_by VARCHAR NOT NULL DEFAULT 'user',
+    PRIMARY KEY (question, settled_at, answer)
+);
+
+CREATE TABLE IF NOT EXISTS rejections (
+    question    VARCHAR NOT NULL,
+    answer      VARCHAR NOT NULL,
+    rejected_at TIMESTAMP NOT NULL,
+    rejected_by VARCHAR NOT NULL DEFAULT 'user',
+    PRIMARY KEY (question, answer, rejected_at)
+);
+
+-- Directives from the user: never beliefs, never evidence.
+-- rests_on_* optionally name the belief the instruction presumes.
+CREATE TABLE IF NOT EXISTS instructions (
+    id                VARCHAR PRIMARY KEY,
+    subject           VARCHAR,
+    text              VARCHAR NOT NULL,
+    given_at          TIMESTAMP NOT NULL,
+    rests_on_question VARCHAR,
+    rests_on_answer   VARCHAR
+);
+
+-- One row per published parameter version; body is the JSON document the
+-- scorer reads (see doxa.inference.params). Only complete versions are read.
+CREATE TABLE IF NOT EXISTS params (
+    version    INTEGER PRIMARY KEY,
+    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    complete   BOOLEAN NOT NULL,
+    body       VARCHAR NOT NULL
+);
+
+CREATE SEQUENCE IF NOT EXISTS reads_seq;
+CREATE TABLE IF NOT EXISTS reads (
+    id             BIGINT PRIMARY KEY DEFAULT nextval('reads_seq'),
+    question       VARCHAR NOT NULL,
+    asked_at       TIMESTAMP NOT NULL,     -- the --at time of the belief
+    read_at        TIMESTAMP NOT NULL,     -- wall-clock time of the read
+    answers        VARCHAR NOT NULL,       -- JSON {option: probability}
+    top            VARCHAR NOT NULL,
+    p_top          DOUBLE NOT NULL,
+    params_version INTEGER
+);
+
+-- Organizer operations (merge, split, create): recorded so they can be undone and replayed.
+CREATE TABLE IF NOT EXISTS organizer_ops (
+    id       VARCHAR PRIMARY KEY,
+    op       VARCHAR NOT NULL,
+    body     VARCHAR NOT NULL,     -- JSON of the operation record
+    done_by  VARCHAR NOT NULL,
+    done_at  TIMESTAMP NOT NULL,
+    undone   BOOLEAN NOT NULL DEFAULT false
+);
+
+-- Full-text index over messages: one row per (message, term), built at ingest (BM25 in SQL).
+CREATE TABLE IF NOT EXISTS message_terms (
+    message VARCHAR NOT NULL,
+    term    VARCHAR NOT NULL,
+    tf      INTEGER NOT NULL
+);

@@ -1,0 +1,307 @@
+"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of DESIGN §1.
+
+All SQL of doxa lives in this package. :class:`Store` is the only object that
+touches the connection; the scorer and the fit receive numpy arrays
+(:class:`doxa.data.evidence.Evidence`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import numpy as np
+
+from . import ingest as ingest_mod
+from . import models
+from .evidence import Evidence, QuestionTable, SourceTable
+from .ingest import IngestError, ParsedBatch, Problem
+
+DEFAULT_DB = "doxa.duckdb"
+SCHEMA_VERSION = "1"
+_FAR_FUTURE = datetime(9999, 1, 1)
+
+
+def default_db_path() -> str:
+    return os.environ.get("DOXA_DB") or DEFAULT_DB
+
+
+def _schema_sql() -> str:
+    return resources.files("doxa.data").joinpath("schema.sql").read_text()
+
+
+def to_days(moment: datetime | None) -> float:
+    """datetime → float days since the epoch (the scorer's time axis)."""
+    if moment is None:
+        return float("inf")
+    return (moment - datetime(1970, 1, 1)).total_seconds() / 86400.0
+
+
+def from_days(days: float) -> datetime:
+    from datetime import timedelta
+
+    return datetime(1970, 1, 1) + timedelta(days=float(days))
+
+
+class StoreError(RuntimeError):
+    """A store-level problem with a message that says how to fix it."""
+
+
+class Store:
+    """An open doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
+        self.con = con
+        self.path = path
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *, read_only: bool = False, create: bool = True) -> "Store":
+        path = str(path) if path is not None else default_db_path()
+        if path != ":memory:" and not create and not Path(path).exists():
+            raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
+        try:
+            con = duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as err:
+            raise StoreError(f"cannot open {path}: {err}. Is another doxa process writing to it?") from err
+        store = cls(con, path)
+        if not read_only:
+            store._ensure_schema()
+        return store
+
+    @classmethod
+    def memory(cls) -> "Store":
+        return cls.open(":memory:")
+
+    def _ensure_schema(self) -> None:
+        found = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+        ).fetchone()[0]
+        if found:
+            return
+        self.con.execute("BEGIN")
+        self.con.execute(_schema_sql())
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self.con.execute("COMMIT")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ ingest
+    def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
+        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table."""
+        return self.ingest_batch(ingest_mod.parse_lines(lines))
+
+    def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
+        return self.ingest_batch(ingest_mod.parse_records(records))
+
+    def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
+        if str(path) == "-":
+            import sys
+
+            return self.ingest_lines(sys.stdin)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return self.ingest_lines(handle)
+        except FileNotFoundError:
+            raise StoreError(f"no such file: {path}") from None
+        except UnicodeDecodeError as err:
+            raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+    def ingest_batch(self, batch: ParsedBatch) -> dict[str, int]:
+        from . import writer
+
+        return writer.write_batch(self.con, batch)
+
+    # ------------------------------------------------------------------ questions & evidence
+    def question_table(self, ids: list[str] | None = None, *, include_inactive: bool = False) -> QuestionTable:
+        where = [] if include_inactive else ["status = 'active'"]
+        params: list[Any] = []
+        if ids is not None:
+            where.append("list_contains(?, id)")
+            params.append(list(ids))
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        cols = self.con.execute(
+            f"""SELECT id, subject, kind, text, shape, options, len(options) AS k,
+                       kind || chr(31) || array_to_string(options, chr(31)) AS options_key
+                FROM questions {clause} ORDER BY id""",
+            params,
+        ).fetchnumpy()
+        return QuestionTable(
+            ids=np.asarray(cols["id"], dtype=object),
+            subjects=np.asarray(cols["subject"], dtype=object),
+            kinds=np.asarray(cols["kind"], dtype=object),
+            texts=np.asarray(cols["text"], dtype=object),
+            shapes=np.asarray(cols["shape"], dtype=object),
+            options=[list(o) for o in cols["options"]],
+            n_options=np.asarray(cols["k"], dtype=np.int64),
+            options_key=np.asarray(cols["options_key"], dtype=object),
+        )
+
+    def load_evidence(
+        self,
+        at: datetime | None = None,
+        question_ids: list[str] | None = None,
+        *,
+        with_messages: bool = False,
+    ) -> Evidence:
+        """Counted evidence up to ``at`` (all of it when None), as arrays. See data/evidence.py."""
+        from . import evidence_sql
+
+        return evidence_sql.load(self, at, question_ids, with_messages=with_messages)
+
+    # ------------------------------------------------------------------ params
+    def latest_params(self) -> tuple[int | None, dict[str, Any] | None]:
+        row = self.con.execute(
+            "SELECT version, body FROM params WHERE complete ORDER BY version DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None, None
+        return int(row[0]), json.loads(row[1])
+
+    def params_versions(self) -> list[dict[str, Any]]:
+        rows = self.con.execute(
+            "SELECT version, created_at, complete FROM params ORDER BY version"
+        ).fetchall()
+        return [{"version": v, "created_at": c.isoformat(), "complete": bool(ok)} for v, c, ok in rows]
+
+    def params_body(self, version: int) -> dict[str, Any]:
+        row = self.con.execute("SELECT body FROM params WHERE version = ?", [version]).fetchone()
+        if row is None:
+            raise StoreError(f"no parameter version {version}: `doxa train` publishes versions")
+        return json.loads(row[0])
+
+    def publish_params(self, body: dict[str, Any]) -> int:
+        """Write a new complete parameter version atomically; returns its number."""
+        self.con.execute("BEGIN")
+        try:
+            version = self.con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0]
+            document = dict(body, version=int(version))
+            self.con.execute(
+                "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
+                [version, json.dumps(document)],
+            ).fetchall()
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+        return int(version)
+
+    # ------------------------------------------------------------------ reads log
+    def log_reads(self, rows: list[tuple[str, datetime, str, str, float, int | None]]) -> None:
+        """rows: (question, asked_at, answers_json, top, p_top, params_version)."""
+        if not rows:
+            return
+        import pyarrow as pa  # only when there is something to log in bulk
+
+        columns = list(zip(*rows))
+        table = pa.table(
+            {
+                "question": pa.array(columns[0], pa.string()),
+                "asked_at": pa.array(columns[1], pa.timestamp("us")),
+                "answers": pa.array(columns[2], pa.string()),
+                "top": pa.array(columns[3], pa.string()),
+                "p_top": pa.array(columns[4], pa.float64()),
+                "params_version": pa.array(columns[5], pa.int32()),
+            }
+        )
+        self.con.register("_reads_stage", table)
+        try:
+            self.con.execute(
+                """INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
+                   SELECT question, asked_at, now()::TIMESTAMP, answers, top, p_top, params_version FROM _reads_stage"""
+            ).fetchall()
+        finally:
+            self.con.unregister("_reads_stage")
+
+    def log_read(self, question: str, asked_at: datetime, answers: dict[str, float], top: str,
+                 p_top: float, params_version: int | None) -> None:
+        self.con.execute(
+            """INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
+               VALUES (?, ?, now()::TIMESTAMP, ?, ?, ?, ?)""",
+            [question, asked_at, json.dumps(answers), top, p_top, params_version],
+        ).fetchall()
+
+    # ------------------------------------------------------------------ lookups
+    def question(self, question_id: str) -> dict[str, Any]:
+        row = self.con.execute(
+            "SELECT id, subject, kind, text, shape, options, status FROM questions WHERE id = ?", [question_id]
+        ).fetchone()
+        if row is None:
+            hint = self._closest("questions", question_id)
+            raise StoreError(f"no question {question_id!r}{hint}: `doxa beliefs` lists them")
+        keys = ("id", "subject", "kind", "text", "shape", "options", "status")
+        return dict(zip(keys, row))
+
+    def _closest(self, table: str, name: str) -> str:
+        row = self.con.execute(
+            f"SELECT id FROM {table} ORDER BY jaro_winkler_similarity(id, ?) DESC LIMIT 1", [name]
+        ).fetchone()
+        return f" (did you mean {row[0]!r}?)" if row else ""
+
+    def subjects(self) -> list[dict[str, Any]]:
+        rows = self.con.execute("SELECT id, name, aliases FROM subjects ORDER BY id").fetchall()
+        return [{"id": i, "name": n, "aliases": list(a)} for i, n, a in rows]
+
+    def relations(self) -> list[dict[str, str]]:
+        rows = self.con.execute("SELECT from_id, to_id, kind FROM relations ORDER BY 1, 2, 3").fetchall()
+        return [{"from": f, "to": t, "kind": k} for f, t, k in rows]
+
+    def instructions(self, subjects: list[str] | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions"
+        params: list[Any] = []
+        if subjects is not None:
+            sql += " WHERE list_contains(?, subject)"
+            params.append(list(subjects))
+        rows = self.con.execute(sql + " ORDER BY given_at, id", params).fetchall()
+        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def question_ids_for_subject(self, subject: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT id FROM questions WHERE subject = ? AND status = 'active' ORDER BY id", [subject]
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        tables = ("subjects", "relations", "sources", "messages", "questions", "readings",
+                  "settlements", "rejections", "instructions", "params", "reads")
+        sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in tables)
+        return {name: int(n) for name, n in self.con.execute(sql).fetchall()}
+
+    def evidence_for_explain(self, question_id: str, at: datetime | None) -> list[dict[str, Any]]:
+        """Every reading of a question with why it does or does not count (for `doxa explain`)."""
+        from . import evidence_sql
+
+        return evidence_sql.explain_rows(self, question_id, at)
+
+    def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT question, answer, settled_at, how, settled_by FROM settlements"
+        params: list[Any] = []
+        if question_ids is not None:
+            sql += " WHERE list_contains(?, question)"
+            params.append(list(question_ids))
+        rows = self.con.execute(sql + " ORDER BY settled_at, question", params).fetchall()
+        keys = ("question", "answer", "settled_at", "how", "by")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def rejections(self, question_id: str) -> list[dict[str, Any]]:
+        rows = self.con.execute(
+            "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ? ORDER BY rejected_at",
+            [question_id],
+        ).fetchall()
+        return [{"answer": a, "at": t, "by": b} for a, t, b in rows]
+
+
+__all__ = ["Store", "StoreError", "IngestError", "Problem", "models", "to_days", "from_days", "default_db_path"]

@@ -1,0 +1,317 @@
+"""Second ingest pass: resolve references, refuse edits of stored records, bulk-insert in one transaction.
+
+Per-record work here is plain attribute access on validated models; the writes are
+Arrow tables inserted with one ``INSERT … SELECT`` per table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from . import models
+from .ingest import IngestError, ParsedBatch, Problem, fingerprint
+
+MAX_PROBLEMS = 1000
+
+
+class _Problems(list):
+    def add(self, line: int, message: str) -> None:
+        if len(self) < MAX_PROBLEMS:
+            self.append(Problem(line, message))
+
+
+def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, tuple]:
+    if not ids:
+        return {}
+    rows = con.execute(
+        f"SELECT id, {columns} FROM {table} WHERE list_contains(?, id)", [sorted(ids)]
+    ).fetchall()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def _dedupe(items, key, problems: _Problems, what: str, same):
+    """Keep the first record per key; a later record with the same key must be identical."""
+    kept: dict[Any, tuple[int, Any]] = {}
+    for line, record in items:
+        k = key(record)
+        if k in kept:
+            first_line, first = kept[k]
+            if not same(first, record):
+                problems.add(line, f"{what} {k!r} was already given differently on line {first_line}: "
+                                   "records are never edited; use a new id")
+            continue
+        kept[k] = (line, record)
+    return list(kept.values())
+
+
+def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str, int]:
+    problems = _Problems()
+    by = batch.by_type
+    eq = lambda a, b: a == b  # noqa: E731 - records are frozen pydantic models
+
+    subjects = _dedupe(by.get("subject", []), lambda r: r.id, problems, "subject", eq)
+    sources = _dedupe(by.get("source", []), lambda r: r.id, problems, "source", eq)
+    questions = _dedupe(by.get("question", []), lambda r: r.id, problems, "question", eq)
+    messages = _dedupe(by.get("message", []), lambda r: r.id, problems, "message", eq)
+    readings = _dedupe(by.get("reading", []), lambda r: (r.message, r.question, r.reader), problems, "reading", eq)
+    instructions = _dedupe(by.get("instruction", []), lambda r: r.id, problems, "instruction", eq)
+    relations = by.get("relation", [])
+    settlements = by.get("settlement", [])
+    rejections = by.get("rejection", [])
+    others = {t: v for t, v in by.items() if t not in {
+        "subject", "source", "question", "message", "reading", "instruction", "relation", "settlement", "rejection"}}
+
+    # --- what the store already holds, for the ids this batch touches -------------------
+    subject_ids = {r.id for _, r in subjects}
+    wanted_subjects = ({r.subject for _, r in questions if r.subject}
+                       | {r.from_ for _, r in relations} | {r.to for _, r in relations}
+                       | {r.subject for _, r in instructions if r.subject})
+    known_subjects = subject_ids | set(_existing(con, "subjects", wanted_subjects - subject_ids, "name"))
+
+    stored_sources = _existing(con, "sources", {r.id for _, r in sources}, "layers, trust")
+    for line, r in sources:
+        old = stored_sources.get(r.id)
+        if old is not None and (list(old[0]) != r.layers or old[1] != r.trust):
+            problems.add(line, f"source {r.id!r} is stored with layers {list(old[0])} and trust {old[1]}: "
+                               "sources are never edited; use a new source id")
+    source_ids = {r.id for _, r in sources}
+    msg_sources = {r.source for _, r in messages} - source_ids
+    source_paths = {r.id: r.path for _, r in sources}
+    for sid, (layers, _trust) in _existing(con, "sources", msg_sources, "layers, trust").items():
+        source_paths[sid] = "/".join([*layers, sid])
+
+    stored_questions = _existing(con, "questions", {r.id for _, r in questions}, "options, kind, shape")
+    for line, r in questions:
+        old = stored_questions.get(r.id)
+        if old is not None and (list(old[0]) != r.options or old[1] != r.kind):
+            problems.add(line, f"question {r.id!r} is stored with kind {old[1]!r} and options {list(old[0])}: "
+                               "use a new question id, or the organizer's merge/split operations")
+    question_options = {r.id: r.options for _, r in questions}
+    referenced_q = ({r.question for _, r in readings} | {r.question for _, r in settlements}
+                    | {r.question for _, r in rejections}
+                    | {r.rests_on["question"] for _, r in instructions if r.rests_on}) - set(question_options)
+    for qid, (options, _kind, _shape) in _existing(con, "questions", referenced_q, "options, kind, shape").items():
+        question_options[qid] = list(options)
+
+    stored_messages = _existing(con, "messages", {r.id for _, r in messages}, "source, sent_at, text")
+    for line, r in messages:
+        old = stored_messages.get(r.id)
+        if old is not None and (old[0] != r.source or old[1] != r.sent_at or old[2] != r.text):
+            problems.add(line, f"message {r.id!r} is stored with other content: evidence is never edited; "
+                               "give the new message its own id")
+    message_ids = {r.id for _, r in messages}
+    missing_msgs = {r.message for _, r in readings} - message_ids
+    message_ids |= set(_existing(con, "messages", missing_msgs, "source"))
+
+    stored_readings: dict = {}
+    reading_keys = [(r.message, r.question, r.reader) for _, r in readings]
+    if reading_keys:
+        rows = con.execute(
+            """SELECT message, question, reader, probs, unclear, unrelated, one_off FROM readings
+               WHERE list_contains(?, message)""", [sorted({k[0] for k in reading_keys})]
+        ).fetchall()
+        stored_readings = {(m, q, rd): (list(p), u1, u2, o) for m, q, rd, p, u1, u2, o in rows}
+
+    # --- references, line by line --------------------------------------------------------
+    for line, r in questions:
+        if r.subject and r.subject not in known_subjects:
+            problems.add(line, f"unknown subject {r.subject!r}: add a subject record for it first")
+    for line, r in relations:
+        for end in (r.from_, r.to):
+            if end not in known_subjects:
+                problems.add(line, f"unknown subject {end!r} in relation: add a subject record for it first")
+    for line, r in instructions:
+        if r.subject and r.subject not in known_subjects:
+            problems.add(line, f"unknown subject {r.subject!r}: add a subject record for it first")
+        if r.rests_on:
+            opts = question_options.get(r.rests_on["question"])
+            if opts is None:
+                problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}")
+            elif r.rests_on["answer"] not in opts:
+                problems.add(line, f"rests_on answer {r.rests_on['answer']!r} is not an option of "
+                                   f"{r.rests_on['question']!r}: options are {opts}")
+    for line, r in messages:
+        if r.source not in source_paths:
+            problems.add(line, f"unknown source {r.source!r}: add a source record (with its layers) first")
+
+    reading_rows: list[tuple] = []
+    for line, r in readings:
+        opts = question_options.get(r.question)
+        if r.message not in message_ids:
+            problems.add(line, f"unknown message {r.message!r}: ingest the message before its readings")
+            continue
+        if opts is None:
+            problems.add(line, f"unknown question {r.question!r}: add a question record first")
+            continue
+        keys = set(r.probs)
+        if keys != set(opts):
+            missing = [o for o in opts if o not in keys]
+            extra = sorted(keys - set(opts))
+            detail = []
+            if missing:
+                detail.append(f"missing {missing}")
+            if extra:
+                detail.append(f"not options of {r.question!r}: {extra}")
+            problems.add(line, f"probs must cover exactly the options {opts} ({'; '.join(detail)})")
+            continue
+        probs = [float(r.probs[o]) for o in opts]
+        old = stored_readings.get((r.message, r.question, r.reader))
+        if old is not None:
+            if old != (probs, r.unclear, r.unrelated, r.one_off):
+                problems.add(line, f"a reading of {r.message!r} for {r.question!r} by {r.reader!r} is stored "
+                                   "with other values: readings are never edited; use a new reader name or version")
+            continue
+        reading_rows.append((r.message, r.question, r.reader, r.reader_version, probs,
+                             r.unclear, r.unrelated, r.one_off))
+
+    for kind, items in (("settlement", settlements), ("rejection", rejections)):
+        for line, r in items:
+            opts = question_options.get(r.question)
+            if opts is None:
+                problems.add(line, f"unknown question {r.question!r} in {kind}: add a question record first")
+            elif r.answer not in opts:
+                problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}: "
+                                   f"options are {opts}")
+
+    extra_writers = []
+    for type_name, items in others.items():
+        handler = EXTRA_WRITERS.get(type_name)
+        if handler is None:
+            for line, _ in items:
+                problems.add(line, f"record type {type_name!r} has no writer")
+            continue
+        extra_writers.append((handler, items))
+        handler.check(con, items, batch, problems)
+
+    if problems:
+        raise IngestError(list(problems), total=len(problems))
+
+    # --- write --------------------------------------------------------------------------
+    counts: dict[str, int] = {}
+    con.execute("BEGIN")
+    try:
+        if subjects:
+            counts["subjects"] = _insert(con, "subjects", {
+                "id": [r.id for _, r in subjects], "name": [r.name for _, r in subjects],
+                "aliases": pa.array([r.aliases for _, r in subjects], pa.list_(pa.string())),
+            }, conflict="ON CONFLICT (id) DO UPDATE SET name = excluded.name, aliases = excluded.aliases",
+                new_only_key="id")
+        if relations:
+            counts["relations"] = _insert(con, "relations", {
+                "from_id": [r.from_ for _, r in relations], "to_id": [r.to for _, r in relations],
+                "kind": [r.kind for _, r in relations]}, conflict="ON CONFLICT DO NOTHING")
+        if sources:
+            counts["sources"] = _insert(con, "sources", {
+                "id": [r.id for _, r in sources],
+                "layers": pa.array([r.layers for _, r in sources], pa.list_(pa.string())),
+                "path": [r.path for _, r in sources],
+                "trust": pa.array([r.trust for _, r in sources], pa.float64()),
+                "is_assistant": [r.is_assistant for _, r in sources]}, conflict="ON CONFLICT DO NOTHING")
+        if questions:
+            counts["questions"] = _insert(con, "questions", {
+                "id": [r.id for _, r in questions], "subject": [r.subject for _, r in questions],
+                "kind": [r.kind for _, r in questions], "text": [r.text for _, r in questions],
+                "shape": [r.shape for _, r in questions],
+                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string()))},
+                conflict="ON CONFLICT DO NOTHING")
+        if messages:
+            new_msgs = [(line, r) for line, r in messages if r.id not in stored_messages]
+            if new_msgs:
+                table = {
+                    "id": [r.id for _, r in new_msgs], "source": [r.source for _, r in new_msgs],
+                    "sent_at": pa.array([r.sent_at for _, r in new_msgs], pa.timestamp("us")),
+                    "received_at": pa.array([r.received_at or r.sent_at for _, r in new_msgs], pa.timestamp("us")),
+                    "text": [r.text for _, r in new_msgs],
+                    "fingerprint": [fingerprint(r.text, r.source) for _, r in new_msgs]}
+                counts["messages"] = _insert(con, "messages", table, conflict="ON CONFLICT DO NOTHING")
+                _index_terms(con, table["id"], table["text"])
+        if reading_rows:
+            cols = list(zip(*reading_rows))
+            counts["readings"] = _insert(con, "readings", {
+                "message": list(cols[0]), "question": list(cols[1]), "reader": list(cols[2]),
+                "reader_version": list(cols[3]),
+                "probs": pa.array(list(cols[4]), pa.list_(pa.float64())),
+                "unclear": list(cols[5]), "unrelated": list(cols[6]), "one_off": list(cols[7])},
+                conflict="ON CONFLICT DO NOTHING")
+        if settlements:
+            counts["settlements"] = _insert(con, "settlements", {
+                "question": [r.question for _, r in settlements], "answer": [r.answer for _, r in settlements],
+                "settled_at": pa.array([r.at for _, r in settlements], pa.timestamp("us")),
+                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements]},
+                conflict="ON CONFLICT DO NOTHING")
+        if rejections:
+            counts["rejections"] = _insert(con, "rejections", {
+                "question": [r.question for _, r in rejections], "answer": [r.answer for _, r in rejections],
+                "rejected_at": pa.array([r.at for _, r in rejections], pa.timestamp("us")),
+                "rejected_by": [r.by for _, r in rejections]}, conflict="ON CONFLICT DO NOTHING")
+        if instructions:
+            counts["instructions"] = _insert(con, "instructions", {
+                "id": [r.id for _, r in instructions], "subject": [r.subject for _, r in instructions],
+                "text": [r.text for _, r in instructions],
+                "given_at": pa.array([r.at for _, r in instructions], pa.timestamp("us")),
+                "rests_on_question": [r.rests_on["question"] if r.rests_on else None for _, r in instructions],
+                "rests_on_answer": [r.rests_on["answer"] if r.rests_on else None for _, r in instructions]},
+                conflict="ON CONFLICT DO NOTHING")
+        for handler, items in extra_writers:
+            counts.update(handler.write(con, items))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return {k: v for k, v in counts.items() if v}
+
+
+def _insert(con, table: str, columns: dict[str, Any], *, conflict: str, new_only_key: str | None = None) -> int:
+    """Bulk insert from an Arrow table; returns how many rows are new."""
+    arrow = pa.table({k: v if isinstance(v, pa.Array) else pa.array(v) for k, v in columns.items()})
+    name = f"_stage_{table}"
+    con.register(name, arrow)
+    try:
+        before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        cols = ", ".join(columns)
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name} {conflict}").fetchall()
+        after = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        con.unregister(name)
+    return int(after - before)
+
+
+def _index_terms(con, ids: list[str], texts: list[str]) -> None:
+    """Full-text terms of new messages (BM25 statistics are computed at query time)."""
+    arrow = pa.table({"id": ids, "text": texts})
+    con.register("_stage_terms", arrow)
+    try:
+        con.execute(
+            r"""INSERT INTO message_terms
+                SELECT id, term, count(*)::INTEGER FROM (
+                    SELECT id, unnest(regexp_split_to_array(lower(text), '[^\p{L}\p{N}]+')) AS term
+                    FROM _stage_terms)
+                WHERE length(term) > 0 GROUP BY id, term"""
+        ).fetchall()
+    finally:
+        con.unregister("_stage_terms")
+
+
+class ExtraWriter:
+    """Interface for record types added by other parts of doxa (the organizer's operations)."""
+
+    def check(self, con, items: list[tuple[int, Any]], batch: ParsedBatch, problems: _Problems) -> None:
+        raise NotImplementedError
+
+    def write(self, con, items: list[tuple[int, Any]]) -> dict[str, int]:
+        raise NotImplementedError
+
+
+EXTRA_WRITERS: dict[str, ExtraWriter] = {}
+
+
+def register_writer(type_name: str, model: type, writer: ExtraWriter) -> None:
+    models.register_record_type(type_name, model)
+    EXTRA_WRITERS[type_name] = writer
+
+
+__all__ = ["write_batch", "register_writer", "ExtraWriter", "json"]

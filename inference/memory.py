@@ -1,0 +1,250 @@
+"""The Python API programs use: open a store, ingest, read beliefs and explanations.
+
+>>> import doxa
+>>> mem = doxa.open(":memory:")
+>>> mem.ingest_file("maya.jsonl")                         # doctest: +SKIP
+>>> mem.belief("maya.diet").answers                       # doctest: +SKIP
+{'vegetarian': 0.12, 'eats fish': 0.81, 'eats meat': 0.07}
+
+Reads never change beliefs; each read is logged in ``reads`` so calibration can be
+checked against outcomes later. Nothing here imports torch, pyro or pandas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+import numpy as np
+
+from doxa.data.store import Store, StoreError, from_days, to_days
+
+from . import params as P
+from . import scorer
+
+DEFAULT_ACT_AT = 0.8
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@dataclass
+class Belief:
+    """The probability of every answer to one question at one time."""
+
+    question: str
+    at: str
+    answers: dict[str, float]
+    top: str | None
+    p_top: float
+    act: bool
+    params_version: int | None
+    text: str = ""
+    subject: str | None = None
+    kind: str = ""
+    n_evidence: int = 0
+    n_settled: int = 0
+    rejected: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class EvidenceTerm:
+    """One evidence unit's contribution to a belief (DESIGN §3, 'explained term by term')."""
+
+    message: str
+    sent_at: str
+    text: str
+    source: str
+    source_path: str
+    trust: float | None
+    trust_from: str
+    reader: str
+    reader_probs: dict[str, float]
+    unclear: float
+    unrelated: float
+    one_off: float
+    llr_top: float | None  # log-likelihood ratio for the top answer at its time
+    weight_left: float | None  # exp(-λ (T - t)): how much of it remains at the query time
+    ignored: str | None = None
+
+
+@dataclass
+class Explanation:
+    belief: Belief
+    prior: dict[str, float]
+    change_rate_per_day: float
+    half_life_days: float | None
+    terms: list[EvidenceTerm]
+    settlements: list[dict[str, Any]]
+    rejections: list[dict[str, Any]]
+    calibration: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for s in out["settlements"] + out["rejections"]:
+            for key, value in list(s.items()):
+                if isinstance(value, datetime):
+                    s[key] = value.isoformat()
+        return out
+
+
+class Memory:
+    """A doxa store plus the scorer. Create with :func:`doxa.open`."""
+
+    def __init__(self, store: Store, *, act_at: float = DEFAULT_ACT_AT, log_reads: bool = True):
+        self.store = store
+        self.act_at = act_at
+        self.log_reads = log_reads
+
+    @classmethod
+    def open(cls, path=None, **kwargs) -> "Memory":
+        return cls(Store.open(path), **kwargs)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- ingest
+    def ingest_file(self, path) -> dict[str, int]:
+        return self.store.ingest_file(path)
+
+    def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
+        return self.store.ingest_lines(lines)
+
+    def ingest(self, records: Iterable[dict]) -> dict[str, int]:
+        return self.store.ingest_records(records)
+
+    # ---------------------------------------------------------------- params
+    def params(self) -> dict[str, Any]:
+        version, body = self.store.latest_params()
+        return P.with_defaults(body) if body is not None else P.default_params()
+
+    # ---------------------------------------------------------------- beliefs
+    def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False):
+        at = at or utc_now()
+        evidence = self.store.load_evidence(at, question_ids, with_messages=with_messages)
+        params = self.params()
+        inputs = scorer.model_inputs(evidence, params)
+        beliefs = scorer.score(evidence, params, to_days(at), inputs=inputs)
+        return at, evidence, params, inputs, beliefs
+
+    def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> list[Belief]:
+        qt = beliefs.evidence.questions
+        top = beliefs.top
+        p_top = beliefs.p_top
+        rejected: dict[int, list[str]] = {}
+        for qi, a in zip(beliefs.evidence.reject_q.tolist(), beliefs.evidence.reject_answer.tolist()):
+            rejected.setdefault(qi, []).append(qt.options[qi][a])
+        out = []
+        stamp = at.isoformat()
+        for i in range(len(qt.ids)):
+            options = qt.options[i]
+            answers = {o: round(float(beliefs.probs[i, j]), 6) for j, o in enumerate(options)}
+            alive = p_top[i] > 0
+            out.append(Belief(
+                question=str(qt.ids[i]), at=stamp, answers=answers,
+                top=options[top[i]] if alive else None, p_top=round(float(p_top[i]), 6),
+                act=bool(alive and p_top[i] >= act_at), params_version=beliefs.params_version,
+                text=str(qt.texts[i]), subject=qt.subjects[i], kind=str(qt.kinds[i]),
+                n_evidence=int(beliefs.n_evidence[i]), n_settled=int(beliefs.n_settled[i]),
+                rejected=rejected.get(i, []),
+            ))
+        return out
+
+    def _log(self, at: datetime, found: list[Belief]) -> None:
+        if not self.log_reads or not found:
+            return
+        rows = [(b.question, at, json.dumps(b.answers), b.top or "", b.p_top, b.params_version) for b in found]
+        if len(rows) == 1:
+            self.store.log_read(*rows[0][:2], found[0].answers, *rows[0][3:])
+        else:
+            self.store.log_reads(rows)
+
+    def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
+        self.store.question(question_id)  # clear error for unknown ids
+        at, _, _, _, beliefs = self._score([question_id], at)
+        found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
+        if not found:
+            raise StoreError(f"question {question_id!r} is not active (merged or split): `doxa beliefs` lists active ones")
+        self._log(at, found)
+        return found[0]
+
+    def beliefs(self, subject: str | None = None, at: datetime | None = None, *,
+                question_ids: list[str] | None = None, act_at: float | None = None) -> list[Belief]:
+        if subject is not None:
+            question_ids = self.store.question_ids_for_subject(subject)
+            if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
+                raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
+        at, _, _, _, beliefs = self._score(question_ids, at)
+        found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
+        self._log(at, found)
+        return found
+
+    # ---------------------------------------------------------------- explanations
+    def explain(self, question_id: str, at: datetime | None = None) -> Explanation:
+        question = self.store.question(question_id)
+        at, evidence, params, inputs, beliefs = self._score([question_id], at, with_messages=True)
+        found = self._beliefs_from(at, beliefs, self.act_at)
+        if not found:
+            raise StoreError(f"question {question_id!r} is not active (merged or split)")
+        belief = found[0]
+        options = list(question["options"])
+        k = len(options)
+        top_j = options.index(belief.top) if belief.top in options else 0
+        rate = float(inputs.rate[0])
+        t_query = to_days(at)
+        counted = {}
+        if evidence.message is not None:
+            for row, mid in enumerate(evidence.message.tolist()):
+                counted[mid] = row
+        alpha_by_source = dict(zip(evidence.sources.ids.tolist(), zip(
+            [float(a) for a in scorer.source_trust(evidence, params)[0]], inputs.trust_node.tolist())))
+        terms = []
+        for item in self.store.evidence_for_explain(question_id, at):
+            row = counted.get(item["message"]) if item["ignored"] is None else None
+            reader_probs = {o: float(p) for o, p in zip(options, item["probs"])}
+            if row is not None and evidence.reader[row] != item["reader"]:
+                row = None
+                item["ignored"] = "another reader's reading of the same message counts instead"
+            if item["ignored"] is None and row is None:
+                item["ignored"] = "not counted"
+            if row is not None:
+                like = inputs.likelihood[row]
+                llr = scorer.log_likelihood_ratio(like, top_j, k)
+                weight = math.exp(-rate * max(t_query - evidence.t[row], 0.0))
+                alpha, node = alpha_by_source.get(item["source"], (None, ""))
+                if math.isnan(inputs.trust[row]):
+                    node = f"confusion matrix ({node})"
+            else:
+                llr = weight = None
+                stated = item["stated_trust"]
+                alpha, node = P.trust_for_source(params, item["path"], stated)
+            terms.append(EvidenceTerm(
+                message=item["message"], sent_at=item["sent_at"].isoformat(), text=item["text"],
+                source=item["source"], source_path=item["path"], trust=alpha, trust_from=node,
+                reader=item["reader"], reader_probs=reader_probs, unclear=float(item["unclear"]),
+                unrelated=float(item["unrelated"]), one_off=float(item["one_off"]),
+                llr_top=llr, weight_left=weight, ignored=item["ignored"],
+            ))
+        prior = {o: float(inputs.prior[0, j]) for j, o in enumerate(options)}
+        return Explanation(
+            belief=belief, prior=prior, change_rate_per_day=rate,
+            half_life_days=(math.log(2) / rate) if rate > 0 else None,
+            terms=terms, settlements=self.store.settlements([question_id]),
+            rejections=self.store.rejections(question_id), calibration=params["calibration"],
+        )
+
+
+__all__ = ["Memory", "Belief", "Explanation", "EvidenceTerm", "utc_now", "from_days", "np"]

@@ -1,0 +1,145 @@
+"""The published parameter document: what the nightly fit writes and every read uses.
+
+A version is one JSON document in the ``params`` table (``body`` column). Its keys:
+
+``version``            int, set by the store when published.
+``trust``              ``{node_path: {"mean", "lo", "hi", "n"}}`` — reliability ``α`` of each
+                       node of the source tree. A node path is the source's layers joined by
+                       ``/``; a leaf is ``<layers>/<source id>``. A source uses its deepest
+                       node present (leaf, else parent, …), so a source first seen after the
+                       fit starts at its nearest fitted ancestor.
+``confusion``          optional ``{node_path: {kind: [[C[j][c]]]}}`` — a per-node, per-kind
+                       confusion matrix ``C[j, c] = P(message states c | truth j)`` for biased
+                       sources; used in place of ``α`` where present (matched like trust).
+``kinds``              ``{kind: {"options": [...], "prior": [...], "change_rate": λ /day,
+                       "half_life_days": ln2/λ}}``. A question whose options differ from its
+                       kind's uses a uniform prior and the kind's change rate.
+``readers``            ``{reader: {"temperature": τ}}``: ``r̃ ∝ r^(1/τ)``.
+``calibration``        output map: ``{"method": "none"}``, ``{"method": "temperature",
+                       "temperature": T}`` (``p ∝ p^(1/T)``), or ``{"method": "isotonic",
+                       "x": [...], "y": [...]}`` (piecewise-linear map of the top probability).
+``defaults``           ``{"change_rate": λ, "trust_by_top_layer": {...}, "trust": α}`` used where
+                       nothing more specific is known.
+``diagnostics``        free-form fit diagnostics (ELBO trace, steps, seconds, …).
+
+Until a version is published, :func:`default_params` applies: the user's stated
+``trust`` for a source where given, else a default by the top layer of its path;
+uniform priors; a slow change rate (half-life two years); reader temperature 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Trust by the most general layer when nothing was fitted and the user stated none.
+#: First-hand people are trusted most (a person about themself), the user's own notes
+#: about others less, businesses least; all stay above 1/K for K ≤ 2.
+DEFAULT_TRUST_BY_TOP_LAYER: dict[str, float] = {
+    "person": 0.9,
+    "user": 0.75,
+    "family": 0.8,
+    "notes": 0.7,
+    "friend": 0.75,
+    "business": 0.5,
+    "web": 0.5,
+    "crowd": 0.7,
+}
+DEFAULT_TRUST = 0.7
+DEFAULT_HALF_LIFE_DAYS = 730.0
+DEFAULT_CHANGE_RATE = math.log(2.0) / DEFAULT_HALF_LIFE_DAYS
+
+
+def default_params() -> dict[str, Any]:
+    """The parameter document used before any fit is published."""
+    return {
+        "version": None,
+        "trust": {},
+        "confusion": {},
+        "kinds": {},
+        "readers": {},
+        "calibration": {"method": "none"},
+        "defaults": {
+            "change_rate": DEFAULT_CHANGE_RATE,
+            "trust": DEFAULT_TRUST,
+            "trust_by_top_layer": dict(DEFAULT_TRUST_BY_TOP_LAYER),
+        },
+        "diagnostics": {},
+    }
+
+
+def with_defaults(body: dict[str, Any]) -> dict[str, Any]:
+    """Fill keys a published document may omit, so readers never need ``.get`` chains."""
+    merged = default_params()
+    for key, value in body.items():
+        if key == "defaults":
+            merged["defaults"].update(value or {})
+        else:
+            merged[key] = value
+    return merged
+
+
+def node_chain(path: str) -> list[str]:
+    """``a/b/c`` → ``["a/b/c", "a/b", "a"]``: a source's nodes, most specific first."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def trust_for_source(params: dict[str, Any], path: str, stated: float | None) -> tuple[float, str]:
+    """The reliability ``α`` a source gets, and the node (or rule) it came from.
+
+    Fitted nodes win (deepest first). Without a fitted node: the user's stated trust,
+    else the default for the top layer.
+    """
+    fitted = params["trust"]
+    for node in node_chain(path):
+        entry = fitted.get(node)
+        if entry is not None:
+            return float(entry["mean"]), node
+    if stated is not None and not math.isnan(stated):
+        return float(stated), "stated"
+    top = path.split("/", 1)[0]
+    by_layer = params["defaults"]["trust_by_top_layer"]
+    if top in by_layer:
+        return float(by_layer[top]), f"default:{top}"
+    return float(params["defaults"]["trust"]), "default"
+
+
+def confusion_for_source(params: dict[str, Any], path: str, kind: str, n_options: int):
+    """The fitted confusion matrix for (source, kind), or ``None`` (then ``α`` is used)."""
+    table = params.get("confusion") or {}
+    if not table:
+        return None, None
+    for node in node_chain(path):
+        per_kind = table.get(node)
+        if per_kind and kind in per_kind:
+            matrix = per_kind[kind]
+            if len(matrix) == n_options:
+                return matrix, node
+    return None, None
+
+
+def kind_prior(params: dict[str, Any], kind: str, options: list[str]) -> list[float]:
+    """Base rates ``π_k`` over ``options`` (uniform when the kind was not fitted on them)."""
+    entry = params["kinds"].get(kind)
+    if entry and list(entry.get("options", [])) == list(options):
+        prior = [float(p) for p in entry["prior"]]
+        total = sum(prior)
+        if total > 0:
+            return [p / total for p in prior]
+    return [1.0 / len(options)] * len(options)
+
+
+def kind_change_rate(params: dict[str, Any], kind: str) -> float:
+    """``λ_k`` in changes per day."""
+    entry = params["kinds"].get(kind)
+    if entry and entry.get("change_rate") is not None:
+        return float(entry["change_rate"])
+    return float(params["defaults"]["change_rate"])
+
+
+def reader_temperature(params: dict[str, Any], reader: str) -> float:
+    entry = params["readers"].get(reader)
+    if entry and entry.get("temperature"):
+        return float(entry["temperature"])
+    return 1.0

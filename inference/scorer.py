@@ -1,0 +1,292 @@
+"""The closed-form scorer: the exact posterior of DESIGN §2 under fitted parameters (numpy only).
+
+For question ``q`` (``K`` options, kind ``k``) the belief at time ``T`` is a forward
+filter over its events in time order::
+
+    b ← π_k
+    for each event i at time t_i:
+        b ← ρ_i b + (1 - ρ_i) π_k,          ρ_i = exp(-λ_k (t_i - t_{i-1}))   (decay toward the prior)
+        b ← b ⊙ L_i / Σ_j b_j L_i(j)                                          (Bayes)
+    b ← ρ_T b + (1 - ρ_T) π_k,              ρ_T = exp(-λ_k (T - t_last))
+    b_j ← 0 for rejected options; renormalise; apply the output calibration map.
+
+A reading's likelihood, with ``u = unclear + unrelated``, ``o = one_off``, the reader's
+probabilities ``r`` renormalised over the options and tempered ``r̃ ∝ r^(1/τ)``::
+
+    L_i(j) = (u + (1-u) o) / K + (1-u)(1-o) · B_i(j)
+    B_i(j) = α_s r̃_j + (1-α_s)(1-r̃_j)/(K-1)          (one number of trust)
+    B_i(j) = Σ_c r̃_c C_s[j, c]                        (a biased source's confusion matrix)
+
+A settlement is ``L = one-hot(answer)`` at its time. With ``λ = 0`` the filter is the
+familiar sum ``log p_j/p_m = log π_j/π_m + Σ_i log L_i(j)/L_i(m)``.
+
+Everything is vectorised over all questions at once: events are sorted by
+(question, time) and processed rank by rank (the n-th event of every question in one
+numpy step), so the Python loop runs max-events-per-question times, not once per event.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from doxa.data.evidence import Evidence
+
+from . import params as P
+
+_TINY = 1e-300
+
+
+@dataclass
+class ModelInputs:
+    """Per-question priors/rates and per-reading likelihoods under one parameter document."""
+
+    prior: np.ndarray  # (Q, K_max), 0 beyond K
+    rate: np.ndarray  # (Q,) λ per day
+    likelihood: np.ndarray  # (N, K_max) L_i(j), 0 beyond K
+    trust: np.ndarray  # (N,) α used per reading (NaN where a confusion matrix was used)
+    trust_node: np.ndarray  # (S,) object: the node or rule each source's trust came from
+
+
+@dataclass
+class Beliefs:
+    """Beliefs of every question in an :class:`Evidence`, in its question order."""
+
+    evidence: Evidence
+    probs: np.ndarray  # (Q, K_max) calibrated belief, 0 beyond K
+    raw: np.ndarray  # (Q, K_max) before the calibration map
+    n_evidence: np.ndarray  # (Q,) readings counted
+    n_settled: np.ndarray  # (Q,) settlements seen
+    last_event: np.ndarray  # (Q,) time of the last event (NaN if none)
+    params_version: int | None
+
+    @property
+    def top(self) -> np.ndarray:
+        return np.argmax(self.probs, axis=1)
+
+    @property
+    def p_top(self) -> np.ndarray:
+        return self.probs.max(axis=1)
+
+    def answers(self, i: int) -> dict[str, float]:
+        options = self.evidence.questions.options[i]
+        return {o: float(self.probs[i, j]) for j, o in enumerate(options)}
+
+
+# ---------------------------------------------------------------------------- inputs
+def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``π`` (Q, K_max) and ``λ`` (Q,), computed once per distinct (kind, options)."""
+    qt = evidence.questions
+    n_q, k_max = len(qt.ids), qt.k_max
+    prior = np.zeros((n_q, k_max))
+    rate = np.zeros(n_q)
+    if n_q == 0:
+        return prior, rate
+    keys, first, inverse = np.unique(qt.options_key.astype(str), return_index=True, return_inverse=True)
+    for g, i in enumerate(first):
+        members = inverse == g
+        k = int(qt.n_options[i])
+        prior[members, :k] = P.kind_prior(params, str(qt.kinds[i]), qt.options[i])
+        rate[members] = P.kind_change_rate(params, str(qt.kinds[i]))
+    return prior, rate
+
+
+def source_trust(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """α per source (S,) and where it came from."""
+    src = evidence.sources
+    alpha = np.empty(len(src.ids))
+    where = np.empty(len(src.ids), dtype=object)
+    for s, (path, stated) in enumerate(zip(src.paths.tolist(), src.trust.tolist())):
+        alpha[s], where[s] = P.trust_for_source(params, path, None if math.isnan(stated) else stated)
+    return alpha, where
+
+
+def tempered_reading(evidence: Evidence, params: dict[str, Any]) -> np.ndarray:
+    """r̃ (N, K_max): reader probabilities over the options, renormalised and tempered."""
+    k = evidence.questions.n_options[evidence.q]
+    mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
+    tau = np.array([P.reader_temperature(params, str(r)) for r in evidence.readers.tolist()])
+    inv_tau = (1.0 / tau[evidence.reader_index])[:, None] if len(tau) else np.ones((0, 1))
+    r = np.where(mask, evidence.probs, 0.0)
+    total = r.sum(axis=1, keepdims=True)
+    uniform = mask / k[:, None]
+    r = np.where(total > 0, r / np.where(total > 0, total, 1.0), uniform)
+    with np.errstate(divide="ignore"):
+        logr = np.where(r > 0, np.log(np.where(r > 0, r, 1.0)), -np.inf) * inv_tau
+    logr = np.where(mask, logr, -np.inf)
+    peak = logr.max(axis=1, keepdims=True)
+    w = np.exp(logr - np.where(np.isfinite(peak), peak, 0.0))
+    w = np.where(mask, w, 0.0)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
+    prior, rate = question_priors(evidence, params)
+    alpha_src, where = source_trust(evidence, params)
+    n, k_max = evidence.probs.shape
+    k = evidence.questions.n_options[evidence.q].astype(np.float64)
+    mask = np.arange(k_max)[None, :] < k[:, None]
+    r_t = tempered_reading(evidence, params)
+    alpha = alpha_src[evidence.source_index] if n else np.zeros(0)
+    kk = k[:, None]
+    bracket = alpha[:, None] * r_t + (1.0 - alpha[:, None]) * (1.0 - r_t) / np.maximum(kk - 1.0, 1.0)
+    trust_used = alpha.copy()
+    if params.get("confusion") and n:
+        bracket, used = _apply_confusion(evidence, params, r_t, bracket)
+        trust_used[used] = np.nan
+    u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)[:, None]
+    o = np.clip(evidence.one_off, 0.0, 1.0)[:, None]
+    like = (u + (1.0 - u) * o) / kk + (1.0 - u) * (1.0 - o) * bracket
+    like = np.where(mask, like, 0.0)
+    return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where)
+
+
+def _apply_confusion(evidence: Evidence, params, r_t, bracket):
+    """Replace the bracket by r̃ Cᵀ for readings whose (source node, kind) has a fitted matrix."""
+    qt = evidence.questions
+    kinds = qt.kinds[evidence.q]
+    used = np.zeros(len(kinds), dtype=bool)
+    pairs = np.unique(np.stack([evidence.source_index.astype(str), kinds.astype(str)], axis=1), axis=0)
+    for s_str, kind in pairs:
+        s = int(s_str)
+        rows = (evidence.source_index == s) & (kinds == kind)
+        k = int(qt.n_options[evidence.q[rows][0]])
+        matrix, _node = P.confusion_for_source(params, str(evidence.sources.paths[s]), kind, k)
+        if matrix is None:
+            continue
+        c = np.asarray(matrix, dtype=np.float64)
+        bracket[np.ix_(rows, np.arange(k))] = r_t[rows, :k] @ c.T
+        used |= rows
+    return bracket, used
+
+
+# ---------------------------------------------------------------------------- filter
+def forward_filter(
+    prior: np.ndarray,
+    rate: np.ndarray,
+    event_q: np.ndarray,
+    event_t: np.ndarray,
+    event_like: np.ndarray,
+    at: float | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the filter for all questions; events must be sorted by (question, time).
+
+    Returns (belief at ``at`` before rejections/calibration (Q, K), log marginal
+    likelihood per question (Q,), time of each question's last event (Q,)).
+    """
+    n_q = prior.shape[0]
+    belief = prior.copy()
+    log_marginal = np.zeros(n_q)
+    last_t = np.full(n_q, np.nan)
+    if len(event_q):
+        starts = np.r_[0, np.flatnonzero(np.diff(event_q)) + 1]
+        group_start = np.repeat(starts, np.diff(np.r_[starts, len(event_q)]))
+        rank = np.arange(len(event_q)) - group_start
+        order = np.argsort(rank, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(rank))]
+        for n in range(len(bounds) - 1):
+            idx = order[bounds[n]:bounds[n + 1]]
+            qs = event_q[idx]
+            t = event_t[idx]
+            if n > 0:
+                rho = np.exp(-rate[qs] * np.maximum(t - last_t[qs], 0.0))[:, None]
+                b = rho * belief[qs] + (1.0 - rho) * prior[qs]
+            else:
+                b = belief[qs]
+            b = b * event_like[idx]
+            z = b.sum(axis=1)
+            dead = z <= _TINY
+            if dead.any():  # evidence impossible under the belief: restart from the evidence alone
+                b[dead] = event_like[idx][dead]
+                z[dead] = b[dead].sum(axis=1)
+            belief[qs] = b / z[:, None]
+            log_marginal[qs] += np.log(np.maximum(z, _TINY))
+            last_t[qs] = t
+    has = ~np.isnan(last_t)
+    at_arr = np.broadcast_to(np.asarray(at, dtype=np.float64), (n_q,))
+    gap = np.where(has & np.isfinite(at_arr), np.maximum(at_arr - np.where(has, last_t, 0.0), 0.0), 0.0)
+    rho = np.exp(-rate * gap)[:, None]
+    belief = np.where(has[:, None], rho * belief + (1.0 - rho) * prior, belief)
+    return belief, log_marginal, last_t
+
+
+def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Readings and settlements merged into one (question, time)-sorted event stream."""
+    k_max = likelihood.shape[1] if likelihood.ndim == 2 else evidence.questions.k_max
+    settle_like = np.zeros((len(evidence.settle_q), k_max))
+    settle_like[np.arange(len(evidence.settle_q)), evidence.settle_answer] = 1.0
+    q = np.r_[evidence.q, evidence.settle_q]
+    t = np.r_[evidence.t, evidence.settle_t]
+    like = np.vstack([likelihood.reshape(-1, k_max), settle_like])
+    order = np.lexsort((t, q))
+    return q[order], t[order], like[order]
+
+
+def apply_rejections(evidence: Evidence, belief: np.ndarray) -> np.ndarray:
+    if len(evidence.reject_q) == 0:
+        return belief
+    out = belief.copy()
+    out[evidence.reject_q, evidence.reject_answer] = 0.0
+    total = out.sum(axis=1, keepdims=True)
+    return np.where(total > 0, out / np.where(total > 0, total, 1.0), out)
+
+
+def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.ndarray:
+    """The output calibration map fitted nightly (DESIGN §4.3)."""
+    method = (calibration or {}).get("method", "none")
+    if method == "none" or belief.size == 0:
+        return belief
+    if method == "temperature":
+        temp = float(calibration["temperature"])
+        with np.errstate(divide="ignore"):
+            logp = np.where(belief > 0, np.log(np.where(belief > 0, belief, 1.0)) / temp, -np.inf)
+        peak = logp.max(axis=1, keepdims=True)
+        w = np.where(belief > 0, np.exp(logp - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
+        total = w.sum(axis=1, keepdims=True)
+        return np.where(total > 0, w / np.where(total > 0, total, 1.0), belief)
+    if method == "isotonic":
+        xs = np.asarray(calibration["x"], dtype=np.float64)
+        ys = np.asarray(calibration["y"], dtype=np.float64)
+        top = belief.argmax(axis=1)
+        rows = np.arange(belief.shape[0])
+        p_top = belief[rows, top]
+        new_top = np.clip(np.interp(p_top, xs, ys), 0.0, 1.0)
+        rest = 1.0 - p_top
+        scale = np.where(rest > 0, (1.0 - new_top) / np.where(rest > 0, rest, 1.0), 0.0)
+        out = belief * scale[:, None]
+        out[rows, top] = new_top
+        total = out.sum(axis=1, keepdims=True)
+        return np.where(total > 0, out / np.where(total > 0, total, 1.0), belief)
+    raise ValueError(f"unknown calibration method {method!r} in the parameter document")
+
+
+def score(evidence: Evidence, params: dict[str, Any], at: float | None = None, *, calibrate: bool = True,
+          inputs: ModelInputs | None = None) -> Beliefs:
+    """Beliefs of every question in ``evidence`` at time ``at`` (days; default: evidence.at or latest)."""
+    params = P.with_defaults(params)
+    inputs = inputs or model_inputs(evidence, params)
+    if at is None:
+        at = evidence.at
+    q, t, like = events(evidence, inputs.likelihood)
+    raw, _, last_t = forward_filter(inputs.prior, inputs.rate, q, t, like, at if np.isfinite(at) else np.inf)
+    raw = apply_rejections(evidence, raw)
+    probs = apply_calibration(params["calibration"], raw) if calibrate else raw
+    n_q = len(evidence.questions.ids)
+    return Beliefs(
+        evidence=evidence,
+        probs=probs,
+        raw=raw,
+        n_evidence=np.bincount(evidence.q, minlength=n_q),
+        n_settled=np.bincount(evidence.settle_q, minlength=n_q),
+        last_event=last_t,
+        params_version=params.get("version"),
+    )
+
+
+def log_likelihood_ratio(likelihood_row: np.ndarray, j: int, k: int) -> float:
+    """log L(j) against the mean of the other options' likelihoods: one message's push toward j."""
+    others = np.delete(likelihood_row[:k], j)
+    return float(np.log(max(likelihood_row[j], _TINY)) - np.log(max(others.mean(), _TINY)))

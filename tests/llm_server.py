@@ -1,0 +1,291 @@
+"""A small OpenAI-compatible chat-completions server for testing readers over real HTTP.
+
+It listens on 127.0.0.1 (port 0: the OS picks a free one) in a background thread and
+answers ``POST /v1/chat/completions`` the way llama.cpp / vLLM do with
+``logprobs=true``: one generated token, with its ``top_logprobs``. Which letter it
+favours is decided by rules the test sets: ``{"peanut": "yes"}`` makes every message
+containing "peanut" answer the letter whose label is "yes". Faults can be queued, one per
+request, to check the client's retries and errors.
+
+    with FakeChatServer({"peanut": "yes"}) as server:
+        server.fail("500", times=2)
+        reader = OpenAIChatReader(server.url, retries=3, backoff_s=0.01)
+
+The probability layout of a normal answer, for ``n`` letters in the prompt:
+
+- the favoured letter gets ``favoured_p``, split over two tokens spelling it,
+  ``"X"`` (90 %) and ``" X"`` (10 %), as real tokenizers do;
+- a non-letter token ``"The"`` gets ``non_letter_p``;
+- the other letters share the rest equally;
+- the list is sorted by probability and cut to the request's ``top_logprobs`` (or
+  ``top_n`` when smaller), so letters can go missing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: Faults a test can queue. Each is used for one request, in order.
+FAULTS = (
+    "500",  # HTTP 500 with a JSON error body
+    "503",  # HTTP 503
+    "429",  # HTTP 429 with Retry-After: 0
+    "400",  # HTTP 400 with a JSON error body
+    "401",  # HTTP 401
+    "malformed",  # HTTP 200 whose body is not JSON
+    "no_choices",  # HTTP 200, "choices": []
+    "no_logprobs",  # HTTP 200, a normal choice with "logprobs": null
+    "no_letter",  # HTTP 200, top tokens contain no letter
+    "slow",  # sleep slow_s before a normal answer (past the client's timeout)
+    "drop",  # close the connection without answering
+)
+
+_LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
+_MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
+DEFAULT_LABELS = ("unrelated", "lasting")
+
+
+class FakeChatServer:
+    """An OpenAI-compatible chat server on loopback whose answers the test decides."""
+
+    def __init__(
+        self,
+        rules: dict[str, str] | None = None,
+        *,
+        favoured_p: float = 0.85,
+        non_letter_p: float = 0.02,
+        top_n: int = 20,
+        slow_s: float = 1.0,
+        shape: str = "chat",
+    ) -> None:
+        if shape not in ("chat", "legacy"):
+            raise ValueError("shape is 'chat' (choices[0].logprobs.content) or 'legacy'")
+        self.rules = dict(rules or {})
+        self.favoured_p = favoured_p
+        self.non_letter_p = non_letter_p
+        self.top_n = top_n
+        self.slow_s = slow_s
+        self.shape = shape
+        #: Every request received: {"path", "headers", "body", "labels", "letter"}.
+        self.requests: list[dict[str, Any]] = []
+        self._faults: deque[str] = deque()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control -----------------------------------------------------------------
+
+    def fail(self, kind: str, times: int = 1) -> None:
+        """Answer the next ``times`` requests with fault ``kind`` (see FAULTS)."""
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}; one of {FAULTS}")
+        with self._lock:
+            self._faults.extend([kind] * times)
+
+    def start(self) -> "FakeChatServer":
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.fake = self  # type: ignore[attr-defined]
+        # A short poll keeps shutdown (once per test) from waiting the default 0.5 s.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "FakeChatServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, as DOXA_READER_URL would hold it."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- answering ---------------------------------------------------------------
+
+    def _next_fault(self) -> str | None:
+        with self._lock:
+            return self._faults.popleft() if self._faults else None
+
+    def choose_letter(self, message: str, labels: dict[str, str]) -> str:
+        """The letter the rules pick for this message among this prompt's labels."""
+        text = message.lower()
+        for keyword, wanted in self.rules.items():
+            if keyword.lower() in text:
+                letter = _find_label(labels, wanted)
+                if letter:
+                    return letter
+        for wanted in DEFAULT_LABELS:
+            letter = _find_label(labels, wanted)
+            if letter:
+                return letter
+        return min(labels) if labels else "A"
+
+    def top_logprobs(self, letters: list[str], favoured: str, limit: int) -> list[tuple[str, float]]:
+        others = [letter for letter in letters if letter != favoured]
+        rest = max(0.0, 1.0 - self.favoured_p - self.non_letter_p)
+        entries = [
+            (favoured, 0.9 * self.favoured_p),
+            (" " + favoured, 0.1 * self.favoured_p),
+            ("The", self.non_letter_p),
+        ]
+        entries += [(letter, rest / len(others)) for letter in others] if others else []
+        entries = [(t, p) for t, p in entries if p > 0]
+        entries.sort(key=lambda e: -e[1])
+        return [(t, math.log(p)) for t, p in entries[: min(limit, self.top_n)]]
+
+
+def _find_label(labels: dict[str, str], wanted: str) -> str | None:
+    wanted = wanted.lower()
+    for letter, label in sorted(labels.items()):
+        if label.lower() == wanted:
+            return letter
+    for letter, label in sorted(labels.items()):
+        low = label.lower()
+        if low.startswith(wanted + " ") or low.startswith(wanted + "("):
+            return letter
+    return None
+
+
+def _parse_prompt(body: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """(message text, {letter: label}) from the last user message of a request."""
+    user = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = user[-1]["content"] if user else ""
+    found = _MESSAGE.search(content)
+    message = found.group(1) if found else content
+    after = content[found.end():] if found else content
+    labels = {m.group(1): m.group(2).strip() for m in _LETTER_LINE.finditer(after)}
+    return message, labels
+
+
+def _completion(token_logprobs: list[tuple[str, float]] | None, shape: str, content: str) -> dict:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": "length",
+        "logprobs": None,
+    }
+    if token_logprobs is not None and token_logprobs:
+        first_token, first_lp = token_logprobs[0]
+        if shape == "chat":
+            choice["logprobs"] = {
+                "content": [
+                    {
+                        "token": first_token,
+                        "logprob": first_lp,
+                        "bytes": list(first_token.encode()),
+                        "top_logprobs": [
+                            {"token": t, "logprob": lp, "bytes": list(t.encode())}
+                            for t, lp in token_logprobs
+                        ],
+                    }
+                ]
+            }
+        else:
+            choice["logprobs"] = {
+                "tokens": [first_token],
+                "token_logprobs": [first_lp],
+                "top_logprobs": [dict(token_logprobs)],
+            }
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "fake-reader",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _send(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for key, value in (extra or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test): nothing to answer
+
+    def _send_json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj).encode(), extra)
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        fake: FakeChatServer = self.server.fake  # type: ignore[attr-defined]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            self._send_json(400, {"error": {"message": "request body is not JSON"}})
+            return
+        message, labels = _parse_prompt(body)
+        record = {"path": self.path, "headers": dict(self.headers), "body": body, "labels": labels}
+        with fake._lock:
+            fake.requests.append(record)
+
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+
+        fault = fake._next_fault()
+        if fault in ("500", "503", "400", "401"):
+            self._send_json(int(fault), {"error": {"message": f"injected {fault}"}})
+            return
+        if fault == "429":
+            self._send_json(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+            return
+        if fault == "drop":
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if fault == "malformed":
+            self._send(200, b'{"choices": [ this is not json')
+            return
+        if fault == "no_choices":
+            self._send_json(200, {"id": "x", "object": "chat.completion", "choices": []})
+            return
+        if fault == "slow":
+            time.sleep(fake.slow_s)
+
+        letter = fake.choose_letter(message, labels)
+        record["letter"] = letter
+        limit = int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
+        if fault == "no_logprobs" or limit <= 0:
+            self._send_json(200, _completion(None, fake.shape, letter))
+            return
+        if fault == "no_letter":
+            words = [("The", -0.2), ("I", -1.9), ("Answer", -3.0), ("**", -4.0)]
+            self._send_json(200, _completion(words, fake.shape, "The"))
+            return
+        top = fake.top_logprobs(sorted(labels) or ["A"], letter, limit)
+        self._send_json(200, _completion(top, fake.shape, letter))
