@@ -27,55 +27,7 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
 AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
 
 
-# ---------------------------------------------------------------------------- helpers
-def fail(message: str, code: int = 1) -> None:
-    typer.echo(f"Error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def emit_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
-
-
-def _json_default(value: Any):
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
-
-
-def parse_at(at: Optional[str]) -> Optional[datetime]:
-    if at is None:
-        return None
-    from doxa.data.times import parse_time
-
-    try:
-        return parse_time(at)
-    except ValueError as err:
-        fail(f"--at: {err}", 2)
-
-
-def guarded(fn: Callable[[], Any]) -> Any:
-    """Run a command body, turning doxa's own errors into a clear message and exit code 1."""
-    from doxa.data.ingest import IngestError
-    from doxa.data.store import StoreError
-
-    try:
-        return fn()
-    except (StoreError, IngestError) as err:
-        fail(str(err))
-
-
-def open_memory(db: Optional[str], *, must_exist: bool = True):
-    from doxa.data.store import Store, StoreError, default_db_path
-    from doxa.inference.memory import Memory
-
-    path = db or default_db_path()
-    try:
-        return Memory(Store.open(path, create=not must_exist))
-    except StoreError as err:
-        fail(str(err))
+from doxa.cli.common import emit_json, fail, guarded, open_memory, parse_at, show_belief  # noqa: F401
 
 
 def console():
@@ -143,19 +95,7 @@ def belief(
     as_json: bool = JsonOption,
 ):
     """The probability of every answer, flagged when too uncertain to act on."""
-    moment = parse_at(at)
-    mem = open_memory(db)
-    b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
-    if as_json:
-        emit_json(b.to_dict())
-        return
-    typer.echo(f"{b.question}: {b.text}")
-    for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
-        bar = "█" * int(round(p * 30))
-        typer.echo(f"  {option:<24} {p:6.2f}  {bar}")
-    verdict = "act on it" if b.act else f"too uncertain to act on (below {act_at:.2f}): ask"
-    version = f"params v{b.params_version}" if b.params_version else "default params (no fit yet)"
-    typer.echo(f"  → {b.top} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s) · {version}")
+    show_belief(question, at, act_at, db, as_json)
 
 
 @app.command()

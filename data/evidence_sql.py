@@ -50,7 +50,7 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
     counted = COUNTED_READINGS_SQL.format(question_filter=qfilter)
     prob_cols = ", ".join(f"coalesce(c.probs[{k + 1}], 0.0) AS p{k}" for k in range(k_max))
     message_col = ", c.message" if with_messages else ""
-    cols = con.execute(
+    cols = store.execute(
         f"""WITH c AS ({counted}),
                  src AS (SELECT DISTINCT source FROM c),
                  src_i AS (SELECT source, row_number() OVER (ORDER BY source) - 1 AS si FROM src),
@@ -67,26 +67,26 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
     for k in range(k_max):
         probs[:, k] = cols[f"p{k}"]
 
-    src = con.execute(
+    src = store.execute(
         f"""WITH c AS ({counted})
             SELECT s.id, s.path, coalesce(s.trust, 'NaN'::DOUBLE) AS trust
             FROM sources s WHERE s.id IN (SELECT DISTINCT source FROM c) ORDER BY s.id""",
         qparams + [cutoff],
     ).fetchnumpy()
-    rdr = con.execute(
+    rdr = store.execute(
         f"WITH c AS ({counted}) SELECT DISTINCT reader FROM c ORDER BY reader", qparams + [cutoff]
     ).fetchnumpy()
 
     qs_cte = f"""WITH qs AS (SELECT id, options, row_number() OVER (ORDER BY id) - 1 AS qi
                              FROM questions WHERE status = 'active' {qfilter})"""
-    settle = con.execute(
+    settle = store.execute(
         f"""{qs_cte}
             SELECT qs.qi, epoch(s.settled_at) / 86400.0 AS t, list_position(qs.options, s.answer) - 1 AS a, s.how
             FROM settlements s JOIN qs ON qs.id = s.question
             WHERE s.settled_at <= ? ORDER BY qs.qi, s.settled_at""",
         qparams + [cutoff],
     ).fetchnumpy()
-    reject = con.execute(
+    reject = store.execute(
         f"""{qs_cte}
             SELECT qs.qi, epoch(r.rejected_at) / 86400.0 AS t, list_position(qs.options, r.answer) - 1 AS a
             FROM rejections r JOIN qs ON qs.id = r.question
@@ -133,7 +133,7 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
 def explain_rows(store: "Store", question_id: str, at: datetime | None) -> list[dict[str, Any]]:
     """Every reading of one question, counted or not, with the reason it is ignored."""
     cutoff = at or _FAR_FUTURE
-    rows = store.con.execute(
+    rows = store.execute(
         """WITH all_r AS (
                SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off,
                       m.sent_at, m.text, m.source, m.fingerprint, s.path, s.trust, s.is_assistant,

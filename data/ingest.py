@@ -21,8 +21,7 @@ from typing import Iterable
 from pydantic import ValidationError
 
 from . import models
-
-MAX_REPORTED_PROBLEMS = 20
+from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem  # noqa: F401 - re-exported
 
 _FORWARD_PREFIX = re.compile(r"^\s*((fwd?|re|aw|wg)\s*:\s*)+", re.IGNORECASE)
 _QUOTE_MARKS = re.compile(r"(?m)^\s*(>\s*)+")
@@ -45,30 +44,6 @@ def fingerprint(text: str, source: str) -> str:
     if len(normal) < MIN_SHARED_FINGERPRINT_CHARS:
         normal = f"{source}\x1f{normal}"
     return hashlib.sha1(normal.encode("utf-8")).hexdigest()[:20]
-
-
-@dataclass
-class Problem:
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}"
-
-
-class IngestError(ValueError):
-    """The input was refused; nothing was written. ``problems`` lists each line's fault."""
-
-    def __init__(self, problems: list[Problem], total: int | None = None):
-        self.problems = problems
-        self.total = total if total is not None else len(problems)
-        shown = "\n".join(f"  {p}" for p in problems[:MAX_REPORTED_PROBLEMS])
-        more = self.total - min(len(problems), MAX_REPORTED_PROBLEMS)
-        tail = f"\n  … and {more} more" if more > 0 else ""
-        super().__init__(
-            f"refused: {self.total} problem(s); nothing was ingested. Fix these lines and ingest the file again:\n"
-            f"{shown}{tail}"
-        )
 
 
 def _describe_validation_error(err: ValidationError) -> str:

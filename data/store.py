@@ -17,10 +17,8 @@ from typing import Any, Iterable
 import duckdb
 import numpy as np
 
-from . import ingest as ingest_mod
-from . import models
-from .evidence import Evidence, QuestionTable, SourceTable
-from .ingest import IngestError, ParsedBatch, Problem
+from .errors import IngestError, Problem, StoreError
+from .evidence import Evidence, QuestionTable
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "1"
@@ -48,8 +46,40 @@ def from_days(days: float) -> datetime:
     return datetime(1970, 1, 1) + timedelta(days=float(days))
 
 
-class StoreError(RuntimeError):
-    """A store-level problem with a message that says how to fix it."""
+def sql_literal(value: Any) -> str:
+    """A SQL literal for ``value``.
+
+    The read path inlines its few parameters instead of binding them: DuckDB's Python
+    parameter binding imports pandas (0.5 s), which would triple `doxa belief`'s start-up.
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return repr(float(value)) if isinstance(value, (float, np.floating)) else str(int(value))
+    if isinstance(value, datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(sql_literal(v) for v in value) + "]::VARCHAR[]" if value and all(
+            isinstance(v, str) for v in value) else "[" + ", ".join(sql_literal(v) for v in value) + "]"
+    raise TypeError(f"cannot inline {type(value).__name__} into SQL")
+
+
+def bind(sql: str, params: list[Any] | None) -> str:
+    """Replace each ``?`` of ``sql`` by the literal of the next parameter (no ``?`` in doxa's string literals)."""
+    if not params:
+        return sql
+    pieces = sql.split("?")
+    if len(pieces) - 1 != len(params):
+        raise ValueError(f"{len(pieces) - 1} placeholders but {len(params)} parameters")
+    out = [pieces[0]]
+    for value, piece in zip(params, pieces[1:]):
+        out.append(sql_literal(value))
+        out.append(piece)
+    return "".join(out)
 
 
 class Store:
@@ -89,6 +119,10 @@ class Store:
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
         self.con.execute("COMMIT")
 
+    def execute(self, sql: str, params: list[Any] | None = None):
+        """Run SQL with parameters inlined as literals (see :func:`sql_literal`)."""
+        return self.con.execute(bind(sql, params))
+
     def close(self) -> None:
         self.con.close()
 
@@ -101,9 +135,13 @@ class Store:
     # ------------------------------------------------------------------ ingest
     def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
         """Validate and ingest JSON Lines; all or nothing. Returns new rows per table."""
+        from . import ingest as ingest_mod
+
         return self.ingest_batch(ingest_mod.parse_lines(lines))
 
     def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
+        from . import ingest as ingest_mod
+
         return self.ingest_batch(ingest_mod.parse_records(records))
 
     def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
@@ -119,7 +157,7 @@ class Store:
         except UnicodeDecodeError as err:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
-    def ingest_batch(self, batch: ParsedBatch) -> dict[str, int]:
+    def ingest_batch(self, batch) -> dict[str, int]:
         from . import writer
 
         return writer.write_batch(self.con, batch)
@@ -132,7 +170,7 @@ class Store:
             where.append("list_contains(?, id)")
             params.append(list(ids))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        cols = self.con.execute(
+        cols = self.execute(
             f"""SELECT id, subject, kind, text, shape, options, len(options) AS k,
                        kind || chr(31) || array_to_string(options, chr(31)) AS options_key
                 FROM questions {clause} ORDER BY id""",
@@ -177,7 +215,7 @@ class Store:
         return [{"version": v, "created_at": c.isoformat(), "complete": bool(ok)} for v, c, ok in rows]
 
     def params_body(self, version: int) -> dict[str, Any]:
-        row = self.con.execute("SELECT body FROM params WHERE version = ?", [version]).fetchone()
+        row = self.execute("SELECT body FROM params WHERE version = ?", [version]).fetchone()
         if row is None:
             raise StoreError(f"no parameter version {version}: `doxa train` publishes versions")
         return json.loads(row[0])
@@ -227,7 +265,7 @@ class Store:
 
     def log_read(self, question: str, asked_at: datetime, answers: dict[str, float], top: str,
                  p_top: float, params_version: int | None) -> None:
-        self.con.execute(
+        self.execute(
             """INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
                VALUES (?, ?, now()::TIMESTAMP, ?, ?, ?, ?)""",
             [question, asked_at, json.dumps(answers), top, p_top, params_version],
@@ -235,7 +273,7 @@ class Store:
 
     # ------------------------------------------------------------------ lookups
     def question(self, question_id: str) -> dict[str, Any]:
-        row = self.con.execute(
+        row = self.execute(
             "SELECT id, subject, kind, text, shape, options, status FROM questions WHERE id = ?", [question_id]
         ).fetchone()
         if row is None:
@@ -245,7 +283,7 @@ class Store:
         return dict(zip(keys, row))
 
     def _closest(self, table: str, name: str) -> str:
-        row = self.con.execute(
+        row = self.execute(
             f"SELECT id FROM {table} ORDER BY jaro_winkler_similarity(id, ?) DESC LIMIT 1", [name]
         ).fetchone()
         return f" (did you mean {row[0]!r}?)" if row else ""
@@ -264,12 +302,12 @@ class Store:
         if subjects is not None:
             sql += " WHERE list_contains(?, subject)"
             params.append(list(subjects))
-        rows = self.con.execute(sql + " ORDER BY given_at, id", params).fetchall()
+        rows = self.execute(sql + " ORDER BY given_at, id", params).fetchall()
         keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer")
         return [dict(zip(keys, r)) for r in rows]
 
     def question_ids_for_subject(self, subject: str) -> list[str]:
-        rows = self.con.execute(
+        rows = self.execute(
             "SELECT id FROM questions WHERE subject = ? AND status = 'active' ORDER BY id", [subject]
         ).fetchall()
         return [r[0] for r in rows]
@@ -292,16 +330,16 @@ class Store:
         if question_ids is not None:
             sql += " WHERE list_contains(?, question)"
             params.append(list(question_ids))
-        rows = self.con.execute(sql + " ORDER BY settled_at, question", params).fetchall()
+        rows = self.execute(sql + " ORDER BY settled_at, question", params).fetchall()
         keys = ("question", "answer", "settled_at", "how", "by")
         return [dict(zip(keys, r)) for r in rows]
 
     def rejections(self, question_id: str) -> list[dict[str, Any]]:
-        rows = self.con.execute(
+        rows = self.execute(
             "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ? ORDER BY rejected_at",
             [question_id],
         ).fetchall()
         return [{"answer": a, "at": t, "by": b} for a, t, b in rows]
 
 
-__all__ = ["Store", "StoreError", "IngestError", "Problem", "models", "to_days", "from_days", "default_db_path"]
+__all__ = ["Store", "StoreError", "IngestError", "Problem", "to_days", "from_days", "default_db_path"]

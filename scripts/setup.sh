@@ -5,7 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   # torch 2.13.0 CPU: on this project's machines pip finds it on local disk; elsewhere
   # add: --index-url https://download.pytorch.org/whl/cpu

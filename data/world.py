@@ -1,0 +1,1375 @@
+"""The seeded generated world: the Maya example at scale, with the truth known.
+
+A world is a stream of FORMATS.md records (people, sources, questions, messages,
+readings, settlements) drawn from *exactly* the generative story of DESIGN §2, plus
+the things the story does not model and doxa must withstand (copies of messages,
+the assistant's own notes, planted false claims). Because every latent is kept in
+:class:`WorldTruth`, a benchmark can score systems against the true current answer
+and run doxa's scorer with the true parameters (:meth:`World.oracle_params`): the
+ceiling.
+
+The generative story, per question ``q`` of kind ``k`` with options ``1..K``:
+
+- truth: ``z_q(0) ~ Categorical(π_k)``; change events arrive as a Poisson process of
+  rate ``λ_k`` per day and at each event ``z`` is redrawn from ``π_k`` (it may redraw
+  the same option), so ``P(z_{t+Δ}=j | z_t=i) = ρ[i=j] + (1-ρ)π_k[j]``, ``ρ = e^{-λ_k Δ}``.
+  ``π_k ~ Dirichlet`` and ``log λ_k ~ Normal`` unless the config pins them.
+- sources: every prefix of a source's layer path is a node; ``logit α_node =
+  logit α_parent + σ_depth · ε``, ``ε ~ N(0, 1)`` (depth 1 = top layer, whose parent
+  is a root at ``logit α_root``; a leaf = one source, depth ``len(layers) + 1``).
+  Nodes named in ``sources.trust`` are pinned to that value instead of drawn.
+- messages about ``q`` arrive as a Poisson process (rate per kind × person activity);
+  each picks a source group by share and a leaf by Zipf popularity. Per message the
+  reader's ``u`` (unclear + unrelated) and ``o`` (one-off) are drawn from Beta mixtures.
+  With probability ``u + (1-u)·o`` the message states an option uniformly at random,
+  independent of the truth; otherwise it states ``z_q(t)`` with probability ``α_s``,
+  else one of the other ``K-1`` uniformly.
+- the reader, given stated option ``c``: ``r̃ ~ Dirichlet(β·1 + e_c)`` (so
+  ``p(r̃ | c) ∝ r̃_c``: exactly the soft evidence the model assumes), reports
+  ``probs = (1-u) · normalise(r̃^τ)`` (``τ > 1``: overconfident), ``unclear + unrelated
+  = u`` and ``one_off = o``. The model's inverse map is ``r̃ ∝ probs^(1/τ)``.
+
+Together these give the per-message likelihood of DESIGN §2,
+``L(j) ∝ (u + (1-u)o)/K + (1-u)(1-o)(α r̃_j + (1-α)(1-r̃_j)/(K-1))``.
+
+Outside the story: copies (same text, later, another source: one evidence unit in the
+store), assistant notes (sources under ``assistant/…``: never evidence), planted
+campaigns (bursts of confident false claims from brand-new sources in an
+untrustworthy layer), and settlements (the then-current truth, observed).
+
+All randomness comes from one ``numpy`` Generator tree seeded by ``config.seed``:
+the same config gives the same records, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator, Literal, Union
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+WORLDS_DIR = Path(__file__).with_name("worlds")
+SECONDS_PER_DAY = 86_400
+SETTLEMENT_HOWS = ("correction", "approval", "outcome")
+
+
+# =============================================================================
+# configuration
+# =============================================================================
+
+
+class WorldConfigError(ValueError):
+    """A world config was refused; the message names each field and how to fix it."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_beta(name: str, params: tuple[float, float]) -> None:
+    if len(params) != 2 or params[0] <= 0 or params[1] <= 0:
+        raise ValueError(f"{name}: a Beta distribution is [a, b] with a > 0 and b > 0, got {list(params)}")
+
+
+class BetaMixture(_Strict):
+    """With probability ``share_high`` draw from Beta(``high``), else from Beta(``low``)."""
+
+    share_high: float = Field(ge=0.0, le=1.0)
+    low: tuple[float, float]
+    high: tuple[float, float]
+
+
+class KindConfig(_Strict):
+    """One kind of question (``diet``, ``home_city``, …): questions of one kind share options."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9_]+$")
+    shape: Literal["choice", "yes_no", "scale"] = "choice"
+    options: list[str] = Field(min_length=2)
+    prior: list[float] | None = None
+    half_life_days: float | None = Field(default=None, gt=0.0)
+    message_rate: float = Field(gt=0.0, description="messages per question per day, before scaling")
+    text: str = Field(description="question text; {name} is the person's first name")
+    lasting: str = Field(description="a lasting statement; {name}, {option}")
+    one_off: str = Field(description="a one-off statement; {name}, {option}")
+    topic: str = Field(description="what the kind is about, for vague messages")
+    phrases: dict[str, str] = Field(default_factory=dict, description="option → wording in messages")
+
+
+class PeopleConfig(_Strict):
+    count: int = Field(ge=2, le=7000)
+    questions_per_person: tuple[int, int]
+    activity_shape: float = Field(gt=0.0, description="Gamma shape of a person's chattiness (mean 1)")
+    partner_share: float = Field(ge=0.0, le=1.0)
+    sibling_share: float = Field(ge=0.0, le=1.0)
+    friends_mean: float = Field(ge=0.0)
+
+
+class TruthConfig(_Strict):
+    prior_concentration: float = Field(gt=0.0, description="Dirichlet concentration for unpinned priors")
+    change_rate_log_mean: float = Field(description="mean of log λ (per day) for unpinned kinds")
+    change_rate_log_sd: float = Field(ge=0.0)
+
+
+class SourceGroup(_Strict):
+    """Leaf sources sharing one layer path."""
+
+    layers: list[str] = Field(min_length=1)
+    share: float = Field(ge=0.0, description="relative weight of this group among message senders")
+    leaves: Union[int, Literal["per_subject"]] = Field(
+        description="number of leaf sources, or per_subject: each person's own source"
+    )
+    popularity: float = Field(default=1.0, ge=0.0, description="Zipf exponent over leaves")
+    prefix: str | None = Field(default=None, description="leaf id prefix (pooled) or suffix (per_subject)")
+    kinds: list[str] | None = Field(default=None, description="kinds this group talks about (None: all)")
+
+
+class SourcesConfig(_Strict):
+    root_trust: float = Field(gt=0.0, lt=1.0)
+    trust: dict[str, float] = Field(default_factory=dict, description="node path → pinned reliability")
+    sigma_by_depth: list[float] = Field(min_length=1)
+    groups: list[SourceGroup] = Field(min_length=1)
+    stated_trust_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    stated_trust_noise: float = Field(default=0.5, ge=0.0)
+
+
+class ReaderConfig(_Strict):
+    name: str = Field(min_length=1)
+    version: str = ""
+    temperature: float = Field(gt=0.0, description="τ: reported r ∝ r̃^τ")
+    beta: float = Field(gt=0.0, description="Dirichlet noise: r̃ ~ Dirichlet(β·1 + e_c)")
+    share: float = Field(ge=0.0)
+
+
+class ReadingConfig(_Strict):
+    unclear: BetaMixture
+    unrelated_fraction: tuple[float, float]
+    one_off: BetaMixture
+    cross_rate: float = Field(ge=0.0, le=1.0)
+    cross_unclear: tuple[float, float]
+
+
+class CopiesConfig(_Strict):
+    rate: float = Field(ge=0.0, le=1.0)
+    delay_days: float = Field(gt=0.0)
+    fwd_share: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class PlantedConfig(_Strict):
+    layers: list[str] = Field(min_length=1)
+    prefix: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    campaigns: int = Field(ge=0)
+    burst_mean: float = Field(ge=1.0)
+    window_hours: float = Field(gt=0.0)
+
+
+class SettlementsConfig(_Strict):
+    rate_per_day: float = Field(ge=0.0)
+    question_share: float = Field(ge=0.0, le=1.0)
+    how: dict[str, float]
+
+
+class WorldConfig(_Strict):
+    """Every knob of a generated world (see docs/world.md)."""
+
+    name: str = "custom"
+    seed: int = Field(ge=0)
+    start: date
+    days: float = Field(gt=0.0)
+    message_rate_scale: float = Field(gt=0.0)
+    people: PeopleConfig
+    truth: TruthConfig
+    kinds: list[KindConfig] = Field(min_length=1)
+    sources: SourcesConfig
+    readers: list[ReaderConfig] = Field(min_length=1)
+    reading: ReadingConfig
+    copies: CopiesConfig
+    planted: PlantedConfig
+    settlements: SettlementsConfig
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WorldConfig":
+        problems: list[str] = []
+        lo, hi = self.people.questions_per_person
+        if lo < 1 or hi < lo:
+            problems.append("people.questions_per_person: give [min, max] with 1 <= min <= max")
+        if self.people.count > len(FIRST_NAMES) * len(LAST_NAMES):
+            problems.append(f"people.count: at most {len(FIRST_NAMES) * len(LAST_NAMES)} people have names")
+        names = [k.name for k in self.kinds]
+        for i, kind in enumerate(self.kinds):
+            where = f"kinds[{i}] ({kind.name})"
+            if names.count(kind.name) > 1:
+                problems.append(f"{where}.name: kind names must be unique")
+            if len(set(kind.options)) != len(kind.options):
+                problems.append(f"{where}.options: options must be distinct")
+            if kind.shape == "yes_no" and sorted(kind.options) != ["no", "yes"]:
+                problems.append(f"{where}.options: a yes_no kind has options exactly ['yes', 'no']")
+            if kind.prior is not None:
+                if len(kind.prior) != len(kind.options):
+                    problems.append(
+                        f"{where}.prior: has {len(kind.prior)} values for {len(kind.options)} options"
+                    )
+                elif min(kind.prior) < 0 or sum(kind.prior) <= 0:
+                    problems.append(f"{where}.prior: base rates must be >= 0 with a positive sum")
+            for template, slots in (("lasting", ("{name}", "{option}")), ("one_off", ("{name}",))):
+                text = getattr(kind, template)
+                for slot in slots:
+                    if slot not in text:
+                        problems.append(f"{where}.{template}: the template must contain {slot}")
+            unknown = set(kind.phrases) - set(kind.options)
+            if unknown:
+                problems.append(f"{where}.phrases: {sorted(unknown)} are not options of this kind")
+        lo_q, hi_q = self.people.questions_per_person
+        if hi_q > len(self.kinds):
+            problems.append(
+                f"people.questions_per_person: max {hi_q} exceeds the {len(self.kinds)} kinds (one question per kind)"
+            )
+        for name, params in (
+            ("reading.unclear.low", self.reading.unclear.low),
+            ("reading.unclear.high", self.reading.unclear.high),
+            ("reading.one_off.low", self.reading.one_off.low),
+            ("reading.one_off.high", self.reading.one_off.high),
+            ("reading.unrelated_fraction", self.reading.unrelated_fraction),
+            ("reading.cross_unclear", self.reading.cross_unclear),
+        ):
+            try:
+                _check_beta(name, params)
+            except ValueError as err:
+                problems.append(str(err))
+        prefixes: dict[str, int] = {}
+        for i, group in enumerate(self.sources.groups):
+            where = f"sources.groups[{i}] ({'/'.join(group.layers)})"
+            for layer in group.layers:
+                if "/" in layer or not layer:
+                    problems.append(f"{where}.layers: {layer!r} must be non-empty and contain no '/'")
+            if isinstance(group.leaves, int) and group.leaves < 1:
+                problems.append(f"{where}.leaves: give a count >= 1 or \"per_subject\"")
+            if group.kinds is not None:
+                unknown = set(group.kinds) - set(names)
+                if unknown:
+                    problems.append(f"{where}.kinds: unknown kinds {sorted(unknown)}; known: {names}")
+            key = group_prefix(group)
+            if key in prefixes:
+                problems.append(f"{where}.prefix: {key!r} is also used by sources.groups[{prefixes[key]}]")
+            prefixes[key] = i
+        paths = {"/".join(g.layers[:d]) for g in self.sources.groups for d in range(1, len(g.layers) + 1)}
+        paths |= {"/".join(self.planted.layers[:d]) for d in range(1, len(self.planted.layers) + 1)}
+        for node, value in self.sources.trust.items():
+            if node not in paths:
+                problems.append(f"sources.trust[{node!r}]: not a node of any group's layers; known: {sorted(paths)}")
+            if not 0.0 < value < 1.0:
+                problems.append(f"sources.trust[{node!r}]: reliability must be in (0, 1), got {value}")
+        evidence_groups = [g for g in self.sources.groups if g.layers[0] != "assistant" and g.share > 0]
+        for kind in names:
+            if not any(g.kinds is None or kind in g.kinds for g in evidence_groups):
+                problems.append(f"sources.groups: no non-assistant group with share > 0 talks about kind {kind!r}")
+        if any(s <= 0 for s in self.sources.sigma_by_depth):
+            problems.append("sources.sigma_by_depth: every σ must be > 0")
+        if self.planted.layers[0] == "assistant":
+            problems.append("planted.layers: planted claims cannot come from assistant notes")
+        readers = [r.name for r in self.readers]
+        if len(set(readers)) != len(readers):
+            problems.append("readers: reader names must be unique")
+        if sum(r.share for r in self.readers) <= 0:
+            problems.append("readers: at least one reader needs share > 0")
+        unknown_how = set(self.settlements.how) - set(SETTLEMENT_HOWS)
+        if unknown_how:
+            problems.append(f"settlements.how: unknown {sorted(unknown_how)}; use {list(SETTLEMENT_HOWS)}")
+        if self.settlements.how and sum(self.settlements.how.values()) <= 0:
+            problems.append("settlements.how: shares must have a positive sum")
+        if self.settlements.rate_per_day > 0 and not self.settlements.how:
+            problems.append("settlements.how: give the share of each kind of settlement")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: str | Path) -> "WorldConfig":
+        """Read a world config from JSON; errors name the field and how to fix it."""
+        path = Path(path)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise WorldConfigError(f"no such world config: {path}") from None
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise WorldConfigError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        return cls.from_dict(data, where=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, where: str = "world config") -> "WorldConfig":
+        """Validate a config dict; ``{"extends": "default", …}`` overrides a preset's fields."""
+        if isinstance(data, dict) and "extends" in data:
+            if where.count("<-") >= 4:
+                raise WorldConfigError(f"{where}: 'extends' chain is too deep (a cycle?)")
+            base_name = data["extends"]
+            path = WORLDS_DIR / f"{base_name}.json"
+            if not isinstance(base_name, str) or not path.is_file():
+                known = sorted(p.stem for p in WORLDS_DIR.glob("*.json"))
+                raise WorldConfigError(f"{where}: extends: no preset {base_name!r}; choose one of {known}")
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise WorldConfigError(f"{path}: not valid JSON at line {err.lineno}: {err.msg}") from None
+            base = cls.from_dict(raw, where=f"{path} <- {where}").model_dump(mode="json")
+            data = _deep_merge(base, {k: v for k, v in data.items() if k != "extends"})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise WorldConfigError(_describe(err, where)) from None
+
+    @classmethod
+    def preset(cls, name: str) -> "WorldConfig":
+        """A shipped world: ``default``, ``quick`` or ``tiny``."""
+        path = WORLDS_DIR / f"{name}.json"
+        if not path.is_file():
+            known = sorted(p.stem for p in WORLDS_DIR.glob("*.json"))
+            raise WorldConfigError(f"no world preset {name!r}; choose one of {known} or pass a JSON file")
+        return cls.load(path)
+
+    def with_overrides(self, **changes: Any) -> "WorldConfig":
+        """A copy with top-level fields replaced (nested dicts are merged), validated again."""
+        return type(self).from_dict(_deep_merge(self.model_dump(mode="json"), changes))
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key not in ("phrases", "trust", "how"):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _describe(err: ValidationError, where: str) -> str:
+    lines = []
+    for item in err.errors():
+        loc = ".".join(str(x) for x in item["loc"]) or "(top level)"
+        msg = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            msg = "missing: add this field (see docs/world.md)"
+        elif item["type"] == "extra_forbidden":
+            msg = "unknown field: remove it or check the spelling (see docs/world.md)"
+        lines.append(f"  {loc}: {msg}")
+    return f"{where}: invalid world config:\n" + "\n".join(lines)
+
+
+def group_prefix(group: SourceGroup) -> str:
+    return group.prefix or "-".join(group.layers)
+
+
+# =============================================================================
+# names
+# =============================================================================
+
+FIRST_NAMES = (
+    "Maya Sam Ava Noah Lena Omar Iris Theo Zara Felix Nina Hugo Ruth Ezra Mila Leo Ada Kai Nora Ivan "
+    "Lila Jude Cleo Arlo Vera Milo Rosa Otto Yara Finn Elsa Remy Dina Nico Greta Tariq Hana Luca Ines "
+    "Bram Sofia Emil Alma Jonas Kira Pablo Mina Ravi Tess Anton Lucia Idris Maren Tomas Selma Aaron "
+    "Priya Dev Lior Chloe Mateo Asha Bruno Freya Malik Elin Yusuf Carla Oskar Leyla Santi Ilse Jamal "
+    "Nadia Rui Saga Kofi Amara Viktor Juno Reza Bea Caspar Fatima Hamid Liv Marco Noor Pia Quinn Rafael "
+    "Sana Taro Uma Wren Xavier Yuki Zeke Anouk Boris Celia Dario Esme Farid Gia Hector Ida Joel Kaia "
+    "Lars Maud Nils Ona Pavel Rhea Silas Tove Ugo Vida Wim"
+).split()
+LAST_NAMES = (
+    "Kim Patel Garcia Novak Silva Jensen Okafor Rossi Tanaka Larsen Haddad Moreau Costa Weber Kowalski "
+    "Nguyen Ahmed Berg Fischer Lopez Mendes Ivanova Park Sato Dubois Romano Keller Horvat Nakamura "
+    "Andersen Cohen Popescu Yilmaz Murphy Schmidt Bianchi Eriksen Varga Reyes Hoffman Lindqvist Mbeki "
+    "Aziz Castro Duarte Fontaine Grant Hale Ito Jovanovic Kaur Lam Marsh Nolan Ortiz Petrov Quist "
+    "Rahman Soto Tran Ueda Vance Wolfe Young Zhou"
+).split()
+#: Unique aliases for the first few people, as the user would call them.
+ALIASES = ("my sister", "my partner", "my brother", "my boss", "my neighbour", "my best friend")
+
+_OPENERS = ("", "btw ", "fyi ", "Quick update: ", "Heard that ", "Just so you know, ", "Funny thing, ",
+            "Reminder: ", "Apparently ", "So, ", "Oh and ")
+_CLOSERS = ("", " now", " these days", ", I think", ", last I heard", " for sure", ", apparently",
+            " :)", " (pretty sure)", ", as far as I know")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_NORMAL = re.compile(r"[^0-9a-z]+")
+
+
+def _text_key(text: str) -> str:
+    """A stricter normalisation than the store's: texts unequal here are never one evidence unit."""
+    return _NORMAL.sub(" ", text.lower()).strip()
+
+
+# =============================================================================
+# the truth
+# =============================================================================
+
+
+@dataclass
+class ReadingTruth:
+    """The latent story of each reading record, aligned with the reading records in stream order.
+
+    ``role``: ``main`` (the message's own question), ``cross`` (a reading of the message
+    against another question of the same subject, mostly unrelated), ``copy`` (a copy's
+    reading, identical to its original's), ``planted`` (a planted false claim).
+    """
+
+    message: np.ndarray  # (R,) object message id
+    question: np.ndarray  # (R,) object question id
+    source: np.ndarray  # (R,) object source id
+    path: np.ndarray  # (R,) object source path (layers/…/id)
+    day: np.ndarray  # (R,) float64 world day of the message
+    role: np.ndarray  # (R,) object
+    assistant: np.ndarray  # (R,) bool
+    n_options: np.ndarray  # (R,) int64
+    reader: np.ndarray  # (R,) object reader name
+    answer: np.ndarray  # (R,) int64 true option index at this message's time (a copy: when forwarded)
+    stated: np.ndarray  # (R,) int64 option the message states
+    noise: np.ndarray  # (R,) bool: stated uniformly at random (the u / one-off branch)
+    u: np.ndarray  # (R,) float64 unclear + unrelated
+    o: np.ndarray  # (R,) float64 one-off
+    alpha: np.ndarray  # (R,) float64 true reliability of the source that stated it (a copy: the
+    #                    original's source; NaN for planted claims, which are false by construction)
+
+    def __len__(self) -> int:
+        return int(self.message.shape[0])
+
+
+@dataclass
+class PlantedCampaign:
+    question: str
+    day: float
+    option: str
+    true_option: str
+    messages: list[str]
+    sources: list[str]
+
+
+@dataclass
+class WorldTruth:
+    """Everything the world knows and doxa has to infer. Days are world days (0 = ``start``)."""
+
+    start: datetime
+    days: float
+    questions: dict[str, dict[str, Any]]  # id → {subject, kind, options}
+    change_times: dict[str, np.ndarray]  # id → days of the Poisson change events (redraws)
+    change_values: dict[str, np.ndarray]  # id → option index drawn at each event
+    initial: dict[str, int]  # id → option index at day 0
+    prior: dict[str, list[float]]  # kind → π_k over the kind's options
+    change_rate: dict[str, float]  # kind → λ_k per day
+    kind_options: dict[str, list[str]]
+    node_trust: dict[str, float]  # node path → α (internal nodes and leaves)
+    node_logit: dict[str, float]
+    node_depth: dict[str, int]
+    node_messages: dict[str, int]  # node path → messages sent from under it (copies included)
+    sigma_by_depth: list[float]
+    root_trust: float
+    reader_temperature: dict[str, float]
+    reader_beta: dict[str, float]
+    planted_sources: set[str]
+    campaigns: list[PlantedCampaign]
+    settled_questions: set[str]
+    readings: ReadingTruth
+
+    # ------------------------------------------------------------------ time
+    def day_of(self, moment: float | str | datetime | date) -> float:
+        """World day of a time: a number is taken as a world day already."""
+        if isinstance(moment, (int, float, np.floating, np.integer)):
+            return float(moment)
+        if isinstance(moment, str):
+            text = moment.strip().replace("Z", "+00:00")
+            moment = datetime.fromisoformat(text)
+        if isinstance(moment, datetime):
+            if moment.tzinfo is not None:
+                moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        elif isinstance(moment, date):
+            moment = datetime(moment.year, moment.month, moment.day)
+        return (moment - self.start).total_seconds() / SECONDS_PER_DAY
+
+    # ------------------------------------------------------------------ answers
+    def answer_index_at(self, question_id: str, day: float | str | datetime) -> int:
+        seconds = round(self.day_of(day) * SECONDS_PER_DAY)
+        times = np.rint(self.change_times[question_id] * SECONDS_PER_DAY)
+        n = int(np.searchsorted(times, seconds, side="right"))
+        return self.initial[question_id] if n == 0 else int(self.change_values[question_id][n - 1])
+
+    def answer_at(self, question_id: str, day: float | str | datetime) -> str:
+        """The true lasting answer at a time (a change at exactly ``day`` is already in effect)."""
+        if question_id not in self.questions:
+            raise KeyError(f"no question {question_id!r} in this world")
+        return self.questions[question_id]["options"][self.answer_index_at(question_id, day)]
+
+    def answers_at(self, day: float | str | datetime, question_ids: list[str] | None = None) -> dict[str, str]:
+        ids = list(self.questions) if question_ids is None else question_ids
+        return {q: self.answer_at(q, day) for q in ids}
+
+    def timeline(self, question_id: str) -> list[tuple[float, str]]:
+        """``[(day, option), …]``: the answer from day 0 and at every change event that changed it."""
+        options = self.questions[question_id]["options"]
+        out = [(0.0, options[self.initial[question_id]])]
+        for day, value in zip(self.change_times[question_id].tolist(), self.change_values[question_id].tolist()):
+            if options[value] != out[-1][1]:
+                out.append((day, options[value]))
+        return out
+
+
+# =============================================================================
+# the world
+# =============================================================================
+
+
+@dataclass
+class World:
+    """A generated stream and its truth. ``records`` are in stream order; ``record_days``
+    gives each record's world day (``-inf`` for definitions; a reading has its message's)."""
+
+    config: WorldConfig
+    records: list[dict[str, Any]]
+    record_days: np.ndarray
+    truth: WorldTruth
+    primary_reader: str
+    _planted_layers: list[str] = field(repr=False, default_factory=list)
+
+    # ------------------------------------------------------------------ time
+    @property
+    def start(self) -> datetime:
+        return self.truth.start
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=self.truth.days)
+
+    @property
+    def start_day(self) -> float:
+        return 0.0
+
+    @property
+    def end_day(self) -> float:
+        return float(self.truth.days)
+
+    def day_of(self, moment: float | str | datetime | date) -> float:
+        return self.truth.day_of(moment)
+
+    def iso(self, day: float) -> str:
+        """World day → ISO 8601 UTC string (second resolution), as in the records."""
+        moment = self.start + timedelta(seconds=round(float(day) * SECONDS_PER_DAY))
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def epoch_day(self, day: float) -> float:
+        """World day → days since 1970-01-01 (the store's and scorer's time axis)."""
+        return (self.start - datetime(1970, 1, 1)).total_seconds() / SECONDS_PER_DAY + float(day)
+
+    # ------------------------------------------------------------------ replay
+    @property
+    def n_definitions(self) -> int:
+        return int(np.searchsorted(self.record_days, -np.inf, side="right"))
+
+    def records_until(self, day: float | str | datetime, since: float | str | datetime | None = None) -> list[dict]:
+        """Records with world day in ``(since, day]``; definitions come with ``since=None``."""
+        hi = int(np.searchsorted(self.record_days, self.day_of(day), side="right"))
+        lo = 0 if since is None else int(np.searchsorted(self.record_days, self.day_of(since), side="right"))
+        return self.records[lo:hi]
+
+    def iter_days(self, step: float = 1.0, start: float | None = None) -> Iterator[tuple[float, list[dict]]]:
+        """Replay: yield ``(day, records in (previous day, day])`` until the end.
+
+        The first chunk holds the definitions and everything up to ``start`` (default
+        ``step``); a harness ingests the chunk, then reads beliefs at ``day``.
+        """
+        day = float(step if start is None else start)
+        previous: float | None = None
+        while True:
+            yield day, self.records_until(day, since=previous)
+            if day >= self.end_day:
+                return
+            previous, day = day, min(day + step, self.end_day)
+
+    def write_jsonl(self, path: str | Path, until: float | None = None) -> int:
+        """Write the stream (to ``until``) as JSON Lines; returns the number of lines."""
+        records = self.records if until is None else self.records_until(until)
+        with open(path, "w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+                handle.write("\n")
+        return len(records)
+
+    # ------------------------------------------------------------------ oracle
+    def oracle_params(self) -> dict[str, Any]:
+        """The params document (inference/params.py) holding the TRUE parameters.
+
+        Trust covers every evidence node and leaf (not assistant nodes; not planted
+        sources, which fall back to their layer's node like any new source). Intervals
+        are points: ``lo == hi == mean``.
+        """
+        t = self.truth
+        trust = {
+            node: {"mean": alpha, "lo": alpha, "hi": alpha, "n": int(t.node_messages.get(node, 0))}
+            for node, alpha in t.node_trust.items()
+            if not node.startswith("assistant") and node.rsplit("/", 1)[-1] not in t.planted_sources
+        }
+        kinds = {
+            kind: {
+                "options": list(t.kind_options[kind]),
+                "prior": list(t.prior[kind]),
+                "change_rate": t.change_rate[kind],
+                "half_life_days": math.log(2.0) / t.change_rate[kind],
+            }
+            for kind in t.prior
+        }
+        top = {node: a for node, a in t.node_trust.items() if t.node_depth[node] == 1 and node != "assistant"}
+        rates = np.array(list(t.change_rate.values()))
+        return {
+            "trust": trust,
+            "confusion": {},
+            "kinds": kinds,
+            "readers": {name: {"temperature": tau} for name, tau in t.reader_temperature.items()},
+            "calibration": {"method": "none"},
+            "defaults": {
+                "change_rate": float(np.exp(np.log(rates).mean())),
+                "trust": t.root_trust,
+                "trust_by_top_layer": top,
+            },
+            "diagnostics": {
+                "oracle": True,
+                "world": self.config.name,
+                "seed": self.config.seed,
+                "sigma_by_depth": list(t.sigma_by_depth),
+            },
+        }
+
+    # ------------------------------------------------------------------ planted claims
+    def planted_records(
+        self,
+        question_id: str,
+        wrong_option: str,
+        n: int,
+        day: float | str | datetime,
+        *,
+        start: int = 0,
+        spacing_minutes: float = 1.0,
+        tag: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """``n`` planted claims that ``question_id`` is ``wrong_option``, each from a NEW source.
+
+        Claim ``i`` (``start <= i < start + n``) is sent at ``day + i·spacing_minutes``
+        from source ``<prefix>-<tag hash>-<i>`` under the planted layers, with a reading
+        by the primary reader (``u`` and ``o`` from the low mixture parts: a clear,
+        lasting claim). Claim ``i`` is the same whatever ``n``: growing ``n`` and
+        ingesting again adds claims (ingest is idempotent). Returns source, message and
+        reading records in that order per claim. ``wrong_option`` is the caller's choice;
+        check :meth:`WorldTruth.answer_at` if it must be false.
+        """
+        if question_id not in self.truth.questions:
+            raise KeyError(f"no question {question_id!r} in this world")
+        options = self.truth.questions[question_id]["options"]
+        if wrong_option not in options:
+            raise ValueError(f"{wrong_option!r} is not an option of {question_id}: {options}")
+        if n < 0 or start < 0:
+            raise ValueError("n and start must be >= 0")
+        base_day = self.day_of(day)
+        label = tag if tag is not None else f"{question_id}|{wrong_option}|{base_day:.6f}"
+        return _planted_claims(
+            world=self,
+            question_id=question_id,
+            stated=options.index(wrong_option),
+            days=[base_day + i * spacing_minutes / 1440.0 for i in range(start, start + n)],
+            indices=list(range(start, start + n)),
+            label=label,
+        )[0]
+
+
+def _planted_claims(world: World, question_id: str, stated: int, days: list[float], indices: list[int],
+                    label: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Source, message and reading records for planted claims; claim ``i`` depends only on (seed, label, i)."""
+    cfg = world.config
+    info = world.truth.questions[question_id]
+    options = info["options"]
+    kind = next(k for k in cfg.kinds if k.name == info["kind"])
+    reader = next(r for r in cfg.readers if r.name == world.primary_reader)
+    digest = zlib.crc32(label.encode("utf-8"))
+    first_name = info["first_name"]
+    records: list[dict[str, Any]] = []
+    sources, messages = [], []
+    for i, day in zip(indices, days):
+        rng = np.random.default_rng([cfg.seed, digest, i])
+        source_id = f"{cfg.planted.prefix}-{digest:08x}-{i:03d}"
+        message_id = f"{source_id}.m"
+        u = float(rng.beta(*cfg.reading.unclear.low))
+        o = float(rng.beta(*cfg.reading.one_off.low))
+        probs, unclear, unrelated = _read_one(rng, stated, len(options), reader, u,
+                                              float(rng.beta(*cfg.reading.unrelated_fraction)))
+        phrase = kind.phrases.get(options[stated], options[stated])
+        body = kind.lasting.format(name=first_name, option=phrase)
+        text = f"PSA: {body}! Everyone knows it. (posted by {source_id})"
+        records.append({"type": "source", "id": source_id, "layers": list(cfg.planted.layers)})
+        records.append({"type": "message", "id": message_id, "source": source_id,
+                        "sent_at": world.iso(day), "text": text})
+        records.append({"type": "reading", "message": message_id, "question": question_id,
+                        "reader": reader.name, "reader_version": reader.version,
+                        "probs": dict(zip(options, probs)), "unclear": unclear, "unrelated": unrelated,
+                        "one_off": o})
+        sources.append(source_id)
+        messages.append(message_id)
+    return records, sources, messages
+
+
+def _read_one(rng: np.random.Generator, stated: int, k: int, reader: ReaderConfig, u: float,
+              unrelated_fraction: float) -> tuple[list[float], float, float]:
+    shape = np.full(k, reader.beta)
+    shape[stated] += 1.0
+    calibrated = rng.dirichlet(shape)
+    probs, unclear, unrelated = _report(calibrated[None, :], np.array([reader.temperature]), np.array([u]),
+                                        np.array([unrelated_fraction]), np.array([k]))
+    return probs[0, :k].tolist(), float(unclear[0]), float(unrelated[0])
+
+
+def _report(calibrated: np.ndarray, tau: np.ndarray, u: np.ndarray, fraction: np.ndarray,
+            k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reader output from calibrated soft readings: ``probs = (1-u)·normalise(r̃^τ)``.
+
+    Kept at full precision (no rounding): the inverse map ``r^(1/τ)`` magnifies
+    small probabilities, and the masses then sum to 1 within float error.
+    """
+    with np.errstate(divide="ignore"):
+        logs = np.log(calibrated) * tau[:, None]
+    logs -= logs.max(axis=1, keepdims=True)
+    powered = np.exp(logs)
+    powered[np.arange(calibrated.shape[1])[None, :] >= k[:, None]] = 0.0
+    r = powered / powered.sum(axis=1, keepdims=True)
+    return r * (1.0 - u)[:, None], u * (1.0 - fraction), u * fraction
+
+
+# =============================================================================
+# generation
+# =============================================================================
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def _sigmoid(x: np.ndarray | float) -> np.ndarray | float:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _categorical(rng: np.random.Generator, probs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """One draw per row index from ``probs[rows]`` (rows of a (R, K) matrix, zero-padded)."""
+    cum = np.cumsum(probs, axis=1)
+    cum = cum / cum[:, -1:]
+    draws = rng.random(rows.shape[0])
+    return (draws[:, None] >= cum[rows]).sum(axis=1).astype(np.int64)
+
+
+def _beta_mixture(rng: np.random.Generator, mix: BetaMixture, n: int) -> np.ndarray:
+    high = rng.random(n) < mix.share_high
+    return np.where(high, rng.beta(*mix.high, size=n), rng.beta(*mix.low, size=n))
+
+
+def _sigma(sigmas: list[float], depth: int) -> float:
+    return sigmas[min(depth, len(sigmas)) - 1]
+
+
+class _Generator:
+    """One pass over the generative story; every stage draws from its own child Generator."""
+
+    def __init__(self, config: WorldConfig):
+        self.cfg = config
+        streams = np.random.SeedSequence(config.seed).spawn(10)
+        (self.r_kinds, self.r_people, self.r_trust, self.r_truth, self.r_msgs, self.r_read,
+         self.r_copies, self.r_planted, self.r_settle, self.r_text) = [np.random.default_rng(s) for s in streams]
+        self.horizon = int(round(config.days * SECONDS_PER_DAY))
+        self.start = datetime(config.start.year, config.start.month, config.start.day)
+
+    # ------------------------------------------------------------------ kinds
+    def kinds(self) -> None:
+        cfg = self.cfg
+        self.kind_names = [k.name for k in cfg.kinds]
+        self.k_of_kind = np.array([len(k.options) for k in cfg.kinds], dtype=np.int64)
+        self.k_max = int(self.k_of_kind.max())
+        self.prior = np.zeros((len(cfg.kinds), self.k_max))
+        self.rate = np.zeros(len(cfg.kinds))
+        for i, kind in enumerate(cfg.kinds):
+            k = len(kind.options)
+            if kind.prior is not None:
+                p = np.asarray(kind.prior, dtype=float)
+                self.prior[i, :k] = p / p.sum()
+            else:
+                self.prior[i, :k] = self.r_kinds.dirichlet(np.full(k, cfg.truth.prior_concentration))
+            if kind.half_life_days is not None:
+                self.rate[i] = math.log(2.0) / kind.half_life_days
+            else:
+                self.rate[i] = float(np.exp(self.r_kinds.normal(cfg.truth.change_rate_log_mean,
+                                                                cfg.truth.change_rate_log_sd)))
+
+    # ------------------------------------------------------------------ people
+    def people(self) -> None:
+        cfg, rng = self.cfg, self.r_people
+        n = cfg.people.count
+        pairs = rng.choice(len(FIRST_NAMES) * len(LAST_NAMES), size=n, replace=False)
+        self.first = [FIRST_NAMES[p // len(LAST_NAMES)] for p in pairs.tolist()]
+        self.last = [LAST_NAMES[p % len(LAST_NAMES)] for p in pairs.tolist()]
+        self.person_ids = [f"{f}-{l}".lower() for f, l in zip(self.first, self.last)]
+        shape = cfg.people.activity_shape
+        self.activity = rng.gamma(shape, 1.0 / shape, size=n)
+        lo, hi = cfg.people.questions_per_person
+        q_person, q_kind = [], []
+        self.q_start = np.zeros(n, dtype=np.int64)
+        self.q_count = rng.integers(lo, hi + 1, size=n)
+        for p in range(n):
+            chosen = np.sort(rng.choice(len(cfg.kinds), size=int(self.q_count[p]), replace=False))
+            self.q_start[p] = len(q_person)
+            q_person.extend([p] * len(chosen))
+            q_kind.extend(chosen.tolist())
+        self.q_person = np.asarray(q_person, dtype=np.int64)
+        self.q_kind = np.asarray(q_kind, dtype=np.int64)
+        self.q_k = self.k_of_kind[self.q_kind]
+        self.q_ids = [f"{self.person_ids[p]}.{self.kind_names[k]}" for p, k in zip(q_person, q_kind)]
+        # relations: partners and siblings pair people off; friendships are a sparse random graph
+        relations: list[tuple[int, int, str]] = []
+        order = rng.permutation(n)
+        n_partners = int(cfg.people.partner_share * n) // 2 * 2
+        relations += [(int(order[i]), int(order[i + 1]), "partner") for i in range(0, n_partners, 2)]
+        order = rng.permutation(n)
+        n_siblings = int(cfg.people.sibling_share * n) // 2 * 2
+        relations += [(int(order[i]), int(order[i + 1]), "sibling") for i in range(0, n_siblings, 2)]
+        friends = rng.poisson(cfg.people.friends_mean / 2.0, size=n)
+        seen = {(min(a, b), max(a, b)) for a, b, _ in relations}
+        for a in range(n):
+            for b in rng.choice(n, size=int(friends[a]), replace=True).tolist():
+                key = (min(a, b), max(a, b))
+                if a != b and key not in seen:
+                    seen.add(key)
+                    relations.append((a, b, "friend"))
+        self.relations = relations
+
+    # ------------------------------------------------------------------ sources
+    def sources(self) -> None:
+        cfg, rng = self.cfg, self.r_trust
+        node_set: set[tuple[str, ...]] = set()
+        for layers in [g.layers for g in cfg.sources.groups] + [cfg.planted.layers]:
+            for d in range(1, len(layers) + 1):
+                node_set.add(tuple(layers[:d]))
+        nodes = sorted(node_set, key=lambda t: (len(t), "/".join(t)))
+        sigmas = cfg.sources.sigma_by_depth
+        root = _logit(cfg.sources.root_trust)
+        self.node_logit: dict[str, float] = {}
+        self.node_depth: dict[str, int] = {}
+        for node in nodes:
+            path = "/".join(node)
+            parent = self.node_logit["/".join(node[:-1])] if len(node) > 1 else root
+            eps = rng.standard_normal()  # drawn for pinned nodes too, so pinning one leaves the rest unchanged
+            pinned = cfg.sources.trust.get(path)
+            self.node_logit[path] = _logit(pinned) if pinned is not None else parent + _sigma(sigmas, len(node)) * eps
+            self.node_depth[path] = len(node)
+        # leaves
+        ids: list[str] = []
+        paths: list[str] = []
+        logits: list[float] = []
+        group_of: list[int] = []
+        self.group_leaf_start: list[int] = []
+        self.group_popularity: list[np.ndarray] = []
+        taken: set[str] = set()
+        for g, group in enumerate(cfg.sources.groups):
+            parent_path = "/".join(group.layers)
+            sigma = _sigma(sigmas, len(group.layers) + 1)
+            if group.leaves == "per_subject":
+                suffix = group.prefix or group.layers[-1]
+                names = [f"{pid}-{suffix}" for pid in self.person_ids]
+                weights = np.ones(len(names))
+            else:
+                prefix = group_prefix(group)
+                names = [prefix] if group.leaves == 1 else [f"{prefix}-{i:03d}" for i in range(group.leaves)]
+                weights = (np.arange(1, len(names) + 1, dtype=float)) ** (-group.popularity)
+                weights = weights[rng.permutation(len(names))]
+            clash = taken.intersection(names)
+            if clash:
+                raise WorldConfigError(
+                    f"sources.groups[{g}]: source id {sorted(clash)[0]!r} is used twice; give the group another prefix"
+                )
+            taken.update(names)
+            eps = rng.standard_normal(len(names))
+            self.group_leaf_start.append(len(ids))
+            self.group_popularity.append(weights / weights.sum())
+            ids.extend(names)
+            paths.extend(f"{parent_path}/{name}" for name in names)
+            logits.extend((self.node_logit[parent_path] + sigma * eps).tolist())
+            group_of.extend([g] * len(names))
+        self.source_ids = ids
+        self.source_paths = paths
+        self.source_logit = np.asarray(logits)
+        self.source_group = np.asarray(group_of, dtype=np.int64)
+        self.source_layers = [cfg.sources.groups[g].layers for g in group_of]
+        self.group_assistant = np.array([g.layers[0] == "assistant" for g in cfg.sources.groups])
+        self.group_per_subject = np.array([g.leaves == "per_subject" for g in cfg.sources.groups])
+        # which group talks about which kind, by share
+        weights = np.zeros((len(cfg.kinds), len(cfg.sources.groups)))
+        for g, group in enumerate(cfg.sources.groups):
+            for k, name in enumerate(self.kind_names):
+                if group.kinds is None or name in group.kinds:
+                    weights[k, g] = group.share
+        self.kind_group_weights = weights
+        stated = rng.random(len(ids)) < cfg.sources.stated_trust_share
+        noisy = _sigmoid(self.source_logit + cfg.sources.stated_trust_noise * rng.standard_normal(len(ids)))
+        self.stated_trust = {
+            ids[i]: round(float(noisy[i]), 3)
+            for i in np.flatnonzero(stated & ~self.group_assistant[self.source_group]).tolist()
+        }
+
+    def pick_leaves(self, rng: np.random.Generator, groups: np.ndarray, persons: np.ndarray) -> np.ndarray:
+        leaves = np.zeros(groups.shape[0], dtype=np.int64)
+        for g in range(len(self.cfg.sources.groups)):
+            rows = np.flatnonzero(groups == g)
+            if rows.size == 0:
+                continue
+            if self.group_per_subject[g]:
+                leaves[rows] = self.group_leaf_start[g] + persons[rows]
+            else:
+                cum = np.cumsum(self.group_popularity[g])
+                pick = np.searchsorted(cum / cum[-1], rng.random(rows.size), side="right")
+                leaves[rows] = self.group_leaf_start[g] + np.minimum(pick, cum.size - 1)
+        return leaves
+
+    # ------------------------------------------------------------------ truth timelines
+    def timelines(self) -> None:
+        rng = self.r_truth
+        n_q = len(self.q_ids)
+        self.z0 = _categorical(rng, self.prior, self.q_kind)
+        counts = rng.poisson(self.rate[self.q_kind] * self.cfg.days)
+        ev_q = np.repeat(np.arange(n_q), counts)
+        ev_t = rng.integers(1, self.horizon, size=ev_q.size)
+        order = np.lexsort((ev_t, ev_q))
+        self.ev_q, self.ev_t = ev_q[order], ev_t[order]
+        self.ev_val = _categorical(rng, self.prior, self.q_kind[self.ev_q])
+        self.ev_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self.ev_key = self.ev_q * (self.horizon + 1) + self.ev_t
+
+    def answer(self, q: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """True option index of questions ``q`` at seconds ``t`` (vectorised)."""
+        n_before = np.searchsorted(self.ev_key, q * (self.horizon + 1) + t, side="right") - self.ev_start[q]
+        last = self.ev_val[np.maximum(self.ev_start[q] + n_before - 1, 0)] if self.ev_val.size else np.zeros_like(q)
+        return np.where(n_before > 0, last, self.z0[q])
+
+    # ------------------------------------------------------------------ messages and readings
+    def messages(self) -> None:
+        cfg, rng = self.cfg, self.r_msgs
+        rate = (np.array([k.message_rate for k in cfg.kinds])[self.q_kind]
+                * self.activity[self.q_person] * cfg.message_rate_scale)
+        counts = rng.poisson(rate * cfg.days)
+        m_q = np.repeat(np.arange(len(self.q_ids)), counts)
+        m_t = rng.integers(0, self.horizon, size=m_q.size)
+        groups = _categorical(rng, self.kind_group_weights, self.q_kind[m_q])
+        leaves = self.pick_leaves(rng, groups, self.q_person[m_q])
+        self.m_q, self.m_t, self.m_leaf = m_q, m_t, leaves
+        self.m_assistant = self.group_assistant[groups]
+        n = m_q.size
+        # u and o are per message: the reader reads one text, whatever question it asks of it
+        self.m_u = _beta_mixture(rng, cfg.reading.unclear, n)
+        self.m_o = _beta_mixture(rng, cfg.reading.one_off, n)
+        readers = np.array([r.share for r in cfg.readers])[None, :]
+        self.m_reader = _categorical(rng, readers, np.zeros(n, dtype=np.int64))
+
+    def read(self, rng: np.random.Generator, q: np.ndarray, t: np.ndarray, alpha: np.ndarray,
+             u: np.ndarray, o: np.ndarray, reader: np.ndarray, force: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The message → stated option → reading part of the story, for many rows at once."""
+        n = q.size
+        k = self.q_k[q]
+        truth = self.answer(q, t)
+        noise = rng.random(n) < u + (1.0 - u) * o
+        correct = rng.random(n) < alpha
+        other = (truth + 1 + rng.integers(0, np.maximum(k - 1, 1))) % k
+        uniform = rng.integers(0, k)
+        stated = np.where(noise, uniform, np.where(correct, truth, other))
+        if force is not None:
+            stated = np.where(force >= 0, force, stated)
+        beta = np.array([r.beta for r in self.cfg.readers])[reader]
+        tau = np.array([r.temperature for r in self.cfg.readers])[reader]
+        shape = np.repeat(beta[:, None], self.k_max, axis=1)
+        shape[np.arange(n), stated] += 1.0
+        draws = rng.gamma(shape)
+        draws[np.arange(self.k_max)[None, :] >= k[:, None]] = 0.0
+        # a row whose gammas all underflowed to 0 cannot happen: the stated entry has shape >= 1
+        calibrated = draws / draws.sum(axis=1, keepdims=True)
+        fraction = rng.beta(*self.cfg.reading.unrelated_fraction, size=n)
+        probs, unclear, unrelated = _report(calibrated, tau, u, fraction, k)
+        return {"truth": truth, "stated": stated, "noise": noise, "probs": probs, "unclear": unclear,
+                "unrelated": unrelated}
+
+    def readings(self) -> None:
+        cfg, rng = self.cfg, self.r_read
+        n = self.m_q.size
+        alpha = _sigmoid(self.source_logit[self.m_leaf])
+        main = self.read(rng, self.m_q, self.m_t, alpha, self.m_u, self.m_o, self.m_reader)
+        # cross readings: the same message read against another question of its subject
+        person = self.q_person[self.m_q]
+        cross = (rng.random(n) < cfg.reading.cross_rate) & (self.q_count[person] > 1)
+        rows = np.flatnonzero(cross)
+        local = self.m_q[rows] - self.q_start[person[rows]]
+        span = self.q_count[person[rows]]
+        other_q = self.q_start[person[rows]] + (local + 1 + rng.integers(0, np.maximum(span - 1, 1))) % span
+        u_x = rng.beta(*cfg.reading.cross_unclear, size=rows.size)
+        extra = self.read(rng, other_q, self.m_t[rows], alpha[rows], u_x, self.m_o[rows], self.m_reader[rows])
+        self.r_msg = np.concatenate([np.arange(n), rows])
+        self.r_q = np.concatenate([self.m_q, other_q])
+        self.r_role = np.concatenate([np.full(n, "main", dtype=object), np.full(rows.size, "cross", dtype=object)])
+        self.r_u = np.concatenate([self.m_u, u_x])
+        self.r_o = np.concatenate([self.m_o, self.m_o[rows]])
+        self.r_alpha = np.concatenate([alpha, alpha[rows]])
+        for key in ("truth", "stated", "noise", "probs", "unclear", "unrelated"):
+            setattr(self, f"r_{key}", np.concatenate([main[key], extra[key]]))
+
+    # ------------------------------------------------------------------ copies
+    def copies(self) -> None:
+        cfg, rng = self.cfg, self.r_copies
+        n = self.m_q.size
+        eligible = ~self.m_assistant & (rng.random(n) < cfg.copies.rate)
+        delay = np.maximum(60, np.rint(rng.exponential(cfg.copies.delay_days * SECONDS_PER_DAY, size=n))).astype(np.int64)
+        eligible &= self.m_t + delay < self.horizon
+        originals = np.flatnonzero(eligible)
+        # forwarders: pooled, non-assistant groups that talk about the kind
+        weights = self.kind_group_weights * (~self.group_assistant & ~self.group_per_subject)[None, :]
+        usable = weights.sum(axis=1)[self.q_kind[self.m_q[originals]]] > 0
+        originals = originals[usable]
+        groups = _categorical(rng, weights, self.q_kind[self.m_q[originals]])
+        leaves = self.pick_leaves(rng, groups, self.q_person[self.m_q[originals]])
+        same = leaves == self.m_leaf[originals]
+        # a forward comes from someone else: step to the group's next leaf (or drop a one-leaf group's copy)
+        g_size = np.array([len(p) for p in self.group_popularity])[groups]
+        g_start = np.array(self.group_leaf_start)[groups]
+        leaves = np.where(same, g_start + (leaves - g_start + 1) % g_size, leaves)
+        keep = leaves != self.m_leaf[originals]
+        self.c_orig = originals[keep]
+        self.c_leaf = leaves[keep]
+        self.c_t = self.m_t[self.c_orig] + delay[self.c_orig]
+        self.c_fwd = rng.random(self.c_orig.size) < cfg.copies.fwd_share
+
+    # ------------------------------------------------------------------ settlements
+    def settlements(self) -> None:
+        cfg, rng = self.cfg, self.r_settle
+        n_q = len(self.q_ids)
+        settled = rng.random(n_q) < cfg.settlements.question_share
+        counts = rng.poisson(cfg.settlements.rate_per_day * cfg.days, size=n_q) * settled
+        s_q = np.repeat(np.arange(n_q), counts)
+        s_t = rng.integers(0, self.horizon, size=s_q.size)
+        order = np.lexsort((s_t, s_q))
+        self.s_q, self.s_t = s_q[order], s_t[order]
+        self.s_answer = self.answer(self.s_q, self.s_t)
+        hows = list(cfg.settlements.how)
+        shares = np.array([[cfg.settlements.how[h] for h in hows]]) if hows else np.ones((1, 1))
+        self.s_how = [hows[i] for i in _categorical(rng, shares, np.zeros(s_q.size, dtype=np.int64)).tolist()] if hows else []
+        self.settled = settled
+
+    # ------------------------------------------------------------------ text
+    def texts(self, order: np.ndarray) -> list[str]:
+        """One text per original message (in ``order``); unique under a strict normalisation."""
+        cfg, rng = self.cfg, self.r_text
+        n = order.size
+        opener = rng.integers(0, len(_OPENERS), size=n).tolist()
+        closer = rng.integers(0, len(_CLOSERS), size=n).tolist()
+        use_full = (rng.random(n) < 0.3).tolist()
+        main_rows = order  # main reading row of message m is row m
+        stated = self.r_stated[main_rows].tolist()
+        qs = self.m_q[order].tolist()
+        u = self.m_u[order].tolist()
+        o = self.m_o[order].tolist()
+        assistant = self.m_assistant[order].tolist()
+        moments = (np.datetime64(self.start, "s") + self.m_t[order].astype("timedelta64[s]")).astype(object)
+        used: set[str] = set()
+        out: list[str] = []
+        for i in range(n):
+            q = qs[i]
+            kind = cfg.kinds[int(self.q_kind[q])]
+            p = int(self.q_person[q])
+            name = f"{self.first[p]} {self.last[p]}" if use_full[i] else self.first[p]
+            option = kind.options[stated[i]]
+            phrase = kind.phrases.get(option, option)
+            when = moments[i]
+            stamp = f"({_MONTHS[when.month - 1]} {when.day})"
+            if o[i] > 0.5:
+                body = kind.one_off.format(name=name, option=phrase)
+                text = f"{_OPENERS[opener[i]]}{body} {stamp}"
+            elif u[i] > 0.5:
+                text = f"{_OPENERS[opener[i]]}{name} said something about {kind.topic}, not sure what exactly {stamp}"
+            else:
+                body = kind.lasting.format(name=name, option=phrase)
+                text = f"{_OPENERS[opener[i]]}{body}{_CLOSERS[closer[i]]} {stamp}"
+            if assistant[i]:
+                text = f"Assistant note: {text} (to check)"
+            text = text[0].upper() + text[1:]
+            key, base, extra = _text_key(text), text, 2
+            while key in used:
+                text = f"{base} #{extra}"
+                key, extra = _text_key(text), extra + 1
+            used.add(key)
+            out.append(text)
+        return out
+
+    # ------------------------------------------------------------------ assembly
+    def run(self) -> World:
+        cfg = self.cfg
+        self.kinds()
+        self.people()
+        self.sources()
+        self.timelines()
+        self.messages()
+        self.readings()
+        self.copies()
+        self.settlements()
+
+        # stream messages: originals then copies, in time order; ids follow that order
+        n_orig, n_copy = self.m_q.size, self.c_orig.size
+        all_t = np.concatenate([self.m_t, self.c_t])
+        all_src = np.concatenate([self.m_leaf, self.c_leaf])
+        all_orig = np.concatenate([np.arange(n_orig), self.c_orig])
+        is_copy = np.concatenate([np.zeros(n_orig, bool), np.ones(n_copy, bool)])
+        fwd = np.concatenate([np.zeros(n_orig, bool), self.c_fwd])
+        order = np.lexsort((np.arange(all_t.size), all_t))
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size)
+        message_ids = [f"m{i:06d}" for i in range(order.size)]
+        texts = self.texts(np.arange(n_orig))
+
+        # reading rows: each original's rows, plus a copy of them for every copy
+        rows_of = np.argsort(self.r_msg, kind="stable")
+        row_bounds = np.searchsorted(self.r_msg[rows_of], np.arange(n_orig + 1))
+        copy_rows = [rows_of[row_bounds[o]:row_bounds[o + 1]] for o in self.c_orig.tolist()]
+        copy_row_src = np.concatenate(copy_rows) if copy_rows else np.zeros(0, dtype=np.int64)
+        copy_row_msg = np.repeat(n_orig + np.arange(n_copy), [len(r) for r in copy_rows]).astype(np.int64)
+        row_src = np.concatenate([np.arange(self.r_msg.size), copy_row_src])  # which generated row's content
+        row_msg = np.concatenate([self.r_msg, copy_row_msg])  # stream message (0..n_orig+n_copy)
+        role = np.concatenate([self.r_role, np.full(copy_row_src.size, "copy", dtype=object)])
+        row_order = np.lexsort((role != "main", position[row_msg]))
+        row_src, row_msg, role = row_src[row_order], row_msg[row_order], role[row_order]
+
+        # planted campaigns (in-stream): after the world exists so the records use World helpers
+        world = World(config=cfg, records=[], record_days=np.zeros(0), truth=None,  # type: ignore[arg-type]
+                      primary_reader=max(cfg.readers, key=lambda r: r.share).name,
+                      _planted_layers=list(cfg.planted.layers))
+        world.truth = self.truth(world_ids=message_ids, position=position, all_src=all_src, row_src=row_src,
+                                 row_msg=row_msg, role=role, all_t=all_t)
+        planted_records, planted_days, campaigns = self.campaigns(world)
+        world.truth.campaigns = campaigns
+        world.truth.planted_sources = {c for camp in campaigns for c in camp.sources}
+
+        records, days = self.definitions(campaign_sources=[r for r in planted_records if r["type"] == "source"])
+        # events: messages (each followed by its readings), settlements and planted claims, by time
+        iso = np.datetime_as_string(np.datetime64(self.start, "s") + all_t[order].astype("timedelta64[s]"), unit="s")
+        sorted_src = all_src[order].tolist()
+        sorted_orig = all_orig[order].tolist()
+        sorted_fwd = fwd[order].tolist()
+        row_bounds_stream = np.searchsorted(position[row_msg], np.arange(order.size + 1))
+        probs_rows = self.r_probs[row_src]
+        probs_list = probs_rows.tolist()
+        unclear = self.r_unclear[row_src].tolist()
+        unrelated = self.r_unrelated[row_src].tolist()
+        one_off = self.r_o[row_src].tolist()
+        row_q = self.r_q[row_src].tolist()
+        row_reader = self.m_reader[self.r_msg[row_src]].tolist()
+        reader_names = [r.name for r in cfg.readers]
+        reader_versions = [r.version for r in cfg.readers]
+        q_options = [cfg.kinds[k].options for k in self.q_kind.tolist()]
+
+        event_records: list[tuple[int, int, int, list[dict]]] = []  # (time, tiebreak, seq, records)
+        for j in range(order.size):
+            text = texts[sorted_orig[j]]
+            if sorted_fwd[j]:
+                text = f"Fwd: {text}"
+            chunk = [{"type": "message", "id": message_ids[j], "source": self.source_ids[sorted_src[j]],
+                      "sent_at": iso[j] + "Z", "text": text}]
+            for r in range(row_bounds_stream[j], row_bounds_stream[j + 1]):
+                q = row_q[r]
+                options = q_options[q]
+                chunk.append({"type": "reading", "message": message_ids[j], "question": self.q_ids[q],
+                              "reader": reader_names[row_reader[r]], "reader_version": reader_versions[row_reader[r]],
+                              "probs": dict(zip(options, probs_list[r][: len(options)])),
+                              "unclear": unclear[r], "unrelated": unrelated[r], "one_off": one_off[r]})
+            event_records.append((int(all_t[order[j]]), 0, j, chunk))
+        s_iso = np.datetime_as_string(np.datetime64(self.start, "s") + self.s_t.astype("timedelta64[s]"), unit="s")
+        for i, (q, a) in enumerate(zip(self.s_q.tolist(), self.s_answer.tolist())):
+            event_records.append((int(self.s_t[i]), 1, i, [{"type": "settlement", "question": self.q_ids[q],
+                                                            "answer": q_options[q][a], "at": s_iso[i] + "Z",
+                                                            "how": self.s_how[i]}]))
+        claim_chunks: list[list[dict]] = []
+        for rec in planted_records:
+            if rec["type"] == "message":
+                claim_chunks.append([rec])
+            elif rec["type"] == "reading":
+                claim_chunks[-1].append(rec)
+        for i, (chunk, day) in enumerate(zip(claim_chunks, planted_days)):
+            event_records.append((int(round(day * SECONDS_PER_DAY)), 2, i, chunk))
+        event_records.sort(key=lambda e: (e[0], e[1], e[2]))
+        for t, _, _, chunk in event_records:
+            records.extend(chunk)
+            days.extend([t / SECONDS_PER_DAY] * len(chunk))
+        world.records = records
+        world.record_days = np.asarray(days, dtype=float)
+        self.add_planted_truth(world, claim_chunks, planted_days)
+        return world
+
+    def definitions(self, campaign_sources: list[dict]) -> tuple[list[dict], list[float]]:
+        cfg = self.cfg
+        records: list[dict] = []
+        for p, pid in enumerate(self.person_ids):
+            rec = {"type": "subject", "id": pid, "name": f"{self.first[p]} {self.last[p]}", "aliases": []}
+            if p < len(ALIASES):
+                rec["aliases"] = [ALIASES[p]]
+            records.append(rec)
+        for a, b, kind in self.relations:
+            records.append({"type": "relation", "from": self.person_ids[a], "to": self.person_ids[b], "kind": kind})
+        for i, sid in enumerate(self.source_ids):
+            rec = {"type": "source", "id": sid, "layers": list(self.source_layers[i])}
+            if sid in self.stated_trust:
+                rec["trust"] = self.stated_trust[sid]
+            records.append(rec)
+        records.extend(campaign_sources)
+        for q, qid in enumerate(self.q_ids):
+            kind = cfg.kinds[int(self.q_kind[q])]
+            p = int(self.q_person[q])
+            records.append({"type": "question", "id": qid, "subject": self.person_ids[p], "kind": kind.name,
+                            "text": kind.text.format(name=self.first[p]), "shape": kind.shape,
+                            "options": list(kind.options)})
+        return records, [-math.inf] * len(records)
+
+    def campaigns(self, world: World) -> tuple[list[dict], list[float], list[PlantedCampaign]]:
+        cfg, rng = self.cfg, self.r_planted
+        records: list[dict] = []
+        days: list[float] = []
+        campaigns: list[PlantedCampaign] = []
+        n_q = len(self.q_ids)
+        for c in range(cfg.planted.campaigns):
+            q = int(rng.integers(0, n_q))
+            t = int(rng.integers(int(0.05 * self.horizon), int(0.95 * self.horizon)))
+            k = int(self.q_k[q])
+            true = int(self.answer(np.array([q]), np.array([t]))[0])
+            wrong = (true + 1 + int(rng.integers(0, k - 1))) % k
+            size = 1 + int(rng.poisson(cfg.planted.burst_mean - 1.0))
+            offsets = np.sort(rng.integers(0, int(cfg.planted.window_hours * 3600), size=size))
+            offsets = np.minimum(t + offsets, self.horizon - 1)
+            claim_days = (offsets / SECONDS_PER_DAY).tolist()
+            recs, sources, messages = _planted_claims(world, self.q_ids[q], wrong, claim_days, list(range(size)),
+                                                      label=f"campaign-{c}")
+            records.extend(recs)
+            days.extend(claim_days)
+            options = cfg.kinds[int(self.q_kind[q])].options
+            campaigns.append(PlantedCampaign(question=self.q_ids[q], day=t / SECONDS_PER_DAY, option=options[wrong],
+                                             true_option=options[true], messages=messages, sources=sources))
+        return records, days, campaigns
+
+    def truth(self, *, world_ids: list[str], position: np.ndarray, all_src: np.ndarray, row_src: np.ndarray,
+              row_msg: np.ndarray, role: np.ndarray, all_t: np.ndarray) -> WorldTruth:
+        cfg = self.cfg
+        questions = {
+            qid: {"subject": self.person_ids[int(self.q_person[q])], "kind": self.kind_names[int(self.q_kind[q])],
+                  "options": list(cfg.kinds[int(self.q_kind[q])].options),
+                  "first_name": self.first[int(self.q_person[q])]}
+            for q, qid in enumerate(self.q_ids)
+        }
+        bounds = np.concatenate([self.ev_start, [self.ev_q.size]])
+        change_times = {qid: self.ev_t[bounds[q]:bounds[q + 1]] / SECONDS_PER_DAY for q, qid in enumerate(self.q_ids)}
+        change_values = {qid: self.ev_val[bounds[q]:bounds[q + 1]].copy() for q, qid in enumerate(self.q_ids)}
+        node_trust = {node: float(_sigmoid(x)) for node, x in self.node_logit.items()}
+        node_trust.update({p: float(_sigmoid(x)) for p, x in zip(self.source_paths, self.source_logit.tolist())})
+        node_logit = dict(self.node_logit)
+        node_logit.update(dict(zip(self.source_paths, self.source_logit.tolist())))
+        node_depth = dict(self.node_depth)
+        node_depth.update({p: p.count("/") + 1 for p in self.source_paths})
+        per_leaf = np.bincount(all_src, minlength=len(self.source_ids))
+        node_messages: dict[str, int] = {}
+        for path, count in zip(self.source_paths, per_leaf.tolist()):
+            parts = path.split("/")
+            for d in range(1, len(parts) + 1):
+                key = "/".join(parts[:d])
+                node_messages[key] = node_messages.get(key, 0) + count
+        reader_names = np.array([r.name for r in cfg.readers], dtype=object)
+        msg_of_row = self.r_msg[row_src]
+        leaf = all_src[row_msg]
+        n_q_opts = self.q_k[self.r_q[row_src]]
+        readings = ReadingTruth(
+            message=np.array(world_ids, dtype=object)[position[row_msg]],
+            question=np.array(self.q_ids, dtype=object)[self.r_q[row_src]],
+            source=np.array(self.source_ids, dtype=object)[leaf],
+            path=np.array(self.source_paths, dtype=object)[leaf],
+            day=all_t[row_msg] / SECONDS_PER_DAY,
+            role=role,
+            assistant=self.group_assistant[self.source_group[leaf]],
+            n_options=n_q_opts,
+            reader=reader_names[self.m_reader[msg_of_row]],
+            answer=self.answer(self.r_q[row_src], all_t[row_msg]),  # a copy: the truth when it was forwarded
+            stated=self.r_stated[row_src],
+            noise=self.r_noise[row_src],
+            u=self.r_u[row_src],
+            o=self.r_o[row_src],
+            alpha=self.r_alpha[row_src],
+        )
+        return WorldTruth(
+            start=self.start,
+            days=float(cfg.days),
+            questions=questions,
+            change_times=change_times,
+            change_values=change_values,
+            initial={qid: int(self.z0[q]) for q, qid in enumerate(self.q_ids)},
+            prior={k: self.prior[i, : self.k_of_kind[i]].tolist() for i, k in enumerate(self.kind_names)},
+            change_rate={k: float(self.rate[i]) for i, k in enumerate(self.kind_names)},
+            kind_options={k.name: list(k.options) for k in cfg.kinds},
+            node_trust=node_trust,
+            node_logit=node_logit,
+            node_depth=node_depth,
+            node_messages=node_messages,
+            sigma_by_depth=list(cfg.sources.sigma_by_depth),
+            root_trust=cfg.sources.root_trust,
+            reader_temperature={r.name: r.temperature for r in cfg.readers},
+            reader_beta={r.name: r.beta for r in cfg.readers},
+            planted_sources=set(),
+            campaigns=[],
+            settled_questions={qid for q, qid in enumerate(self.q_ids) if self.settled[q]},
+            readings=readings,
+        )
+
+    def add_planted_truth(self, world: World, chunks: list[list[dict]], days: list[float]) -> None:
+        """Append the planted claims' readings to ``truth.readings`` and re-align it with the stream."""
+        t = world.truth
+        by_message = {c.messages[i]: c for c in t.campaigns for i in range(len(c.messages))}
+        rows = [(chunk[1], day) for chunk, day in zip(chunks, days)]
+        if rows:
+            planted_layers = "/".join(self.cfg.planted.layers)
+            extra = {
+                "message": np.array([r["message"] for r, _ in rows], dtype=object),
+                "question": np.array([r["question"] for r, _ in rows], dtype=object),
+                "source": np.array([r["message"][:-2] for r, _ in rows], dtype=object),
+                "path": np.array([f"{planted_layers}/{r['message'][:-2]}" for r, _ in rows], dtype=object),
+                "day": np.array([d for _, d in rows], dtype=float),
+                "role": np.full(len(rows), "planted", dtype=object),
+                "assistant": np.zeros(len(rows), dtype=bool),
+                "n_options": np.array([len(r["probs"]) for r, _ in rows], dtype=np.int64),
+                "reader": np.array([r["reader"] for r, _ in rows], dtype=object),
+                "answer": np.array([t.answer_index_at(r["question"], d) for r, d in rows], dtype=np.int64),
+                "stated": np.array([t.questions[r["question"]]["options"].index(by_message[r["message"]].option)
+                                    for r, _ in rows], dtype=np.int64),
+                "noise": np.zeros(len(rows), dtype=bool),
+                "u": np.array([r["unclear"] + r["unrelated"] for r, _ in rows], dtype=float),
+                "o": np.array([r["one_off"] for r, _ in rows], dtype=float),
+                "alpha": np.full(len(rows), np.nan),
+            }
+            merged = {name: np.concatenate([getattr(t.readings, name), extra[name]]) for name in extra}
+        else:
+            merged = {name: getattr(t.readings, name) for name in ReadingTruth.__dataclass_fields__}
+        # stream order of reading records: index each reading record by (message id, question)
+        key = [f"{m}\x1f{q}" for m, q in zip(merged["message"].tolist(), merged["question"].tolist())]
+        where = {k: i for i, k in enumerate(key)}
+        stream = [where[f"{r['message']}\x1f{r['question']}"] for r in world.records if r["type"] == "reading"]
+        idx = np.asarray(stream, dtype=np.int64)
+        t.readings = ReadingTruth(**{name: merged[name][idx] for name in merged})
+        counts = t.node_messages
+        for chunk in chunks:
+            path = f"{'/'.join(self.cfg.planted.layers)}/{chunk[0]['source']}"
+            parts = path.split("/")
+            for d in range(1, len(parts) + 1):
+                node = "/".join(parts[:d])
+                counts[node] = counts.get(node, 0) + 1
+
+
+def generate_world(config: WorldConfig) -> World:
+    """Draw a world from ``config``; the same config (seed included) gives the same world."""
+    return _Generator(config).run()

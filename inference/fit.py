@@ -1,0 +1,412 @@
+"""Stochastic variational inference for the belief model (DESIGN §4.2).
+
+:class:`BeliefFit` fits :func:`doxa.model.belief_model.belief_model` to an
+:class:`~doxa.data.evidence.Evidence` and turns the posterior into the parameter
+document the scorer reads (:mod:`doxa.inference.params`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyro
+import torch
+from pyro.infer import TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init_to_mean
+
+from doxa.data.evidence import Evidence
+from doxa.model import belief_model as bm
+
+from . import params as P
+
+CONFUSION_CHOICES = ("auto", "on", "off")
+
+
+class FitDiverged(RuntimeError):
+    """The fit went numerically wrong; nothing may be published from it."""
+
+    def __init__(self, reason: str, step: int):
+        super().__init__(f"fit diverged at step {step}: {reason}. Nothing was published; "
+                         "try a smaller --learning-rate or check the evidence for impossible settlements")
+        self.reason = reason
+        self.step = step
+
+
+class NothingToFit(ValueError):
+    """The store holds no evidence the model could learn from."""
+
+
+@dataclass
+class _Run:
+    losses: list[float]
+    converged: bool
+    seconds: float
+
+
+class BeliefFit:
+    """Hierarchical source trust, base rates, change rates and reader temperature by SVI.
+
+    The model is the hidden-Markov story of DESIGN §2 (see :mod:`doxa.model.belief_model`):
+    the answer of each question is marginalised exactly by the forward algorithm, so
+    every latent is global and an unbiased ELBO can subsample questions (Hoffman et al.
+    2013, "Stochastic variational inference"). The guide is a mean-field normal in the
+    unconstrained space (Kucukelbir et al. 2017, ADVI), or a low-rank multivariate normal.
+
+    With ``confusion="auto"`` the one-number-trust fit is compared with the
+    confusion-matrix fit (Dawid & Skene 1979) warm-started from it; confusion is kept
+    when its ELBO is higher by more than ``confusion_margin`` nats plus three standard
+    errors of the difference.
+
+    Fitted state: ``structure_``, ``guide_``, ``losses_`` (the loss −ELBO per step, both
+    forms concatenated when ``auto``), ``converged_``, ``steps_``, ``seconds_``,
+    ``confusion_`` (bool, the form kept), ``elbo_by_form_``, ``draws_`` (posterior
+    draws of the derived parameters, numpy).
+    """
+
+    def __init__(
+        self,
+        *,
+        confusion: str = "auto",
+        max_steps: int = 3000,
+        min_steps: int = 150,
+        learning_rate: float = 0.05,
+        window: int = 50,
+        rel_tol: float = 1e-4,
+        events_per_step: int | None = 200_000,
+        guide: str = "normal",
+        n_draws: int = 300,
+        confusion_margin: float = 5.0,
+        blowup_factor: float = 3.0,
+        seed: int = 0,
+        progress: bool = True,
+    ):
+        if confusion not in CONFUSION_CHOICES:
+            raise ValueError(f"confusion must be one of {CONFUSION_CHOICES}, not {confusion!r}")
+        if guide not in ("normal", "lowrank"):
+            raise ValueError(f"guide must be 'normal' or 'lowrank', not {guide!r}")
+        self.confusion = confusion
+        self.max_steps = max_steps
+        self.min_steps = min_steps
+        self.learning_rate = learning_rate
+        self.window = window
+        self.rel_tol = rel_tol
+        self.events_per_step = events_per_step
+        self.guide = guide
+        self.n_draws = n_draws
+        self.confusion_margin = confusion_margin
+        self.blowup_factor = blowup_factor
+        self.seed = seed
+        self.progress = progress
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, evidence: Evidence, *, settlement_mask: np.ndarray | None = None,
+            init_from: "BeliefFit | None" = None) -> "BeliefFit":
+        """Fit to ``evidence``; ``settlement_mask`` hides settlements (held-out folds).
+
+        ``init_from`` warm-starts from another fit of the same evidence's readings
+        (the form, one-number or confusion, is taken from it).
+        """
+        started = time.perf_counter()
+        if evidence.n_readings == 0 and len(evidence.settle_q) == 0:
+            raise NothingToFit("no readings or settlements to learn from: ingest evidence first "
+                               "(`doxa ingest FILE`)")
+        pyro.set_rng_seed(self.seed)
+        structure = init_from.structure_ if init_from is not None else bm.ModelStructure.from_evidence(evidence)
+        stream = bm.EventStream.from_evidence(evidence, structure, settlement_mask)
+        buckets = bm.make_buckets(stream, structure, events_per_step=self.events_per_step)
+        if not buckets:
+            raise NothingToFit("no question has two or more options and any evidence: nothing to fit")
+        self.structure_ = structure
+        self.n_events_ = len(stream)
+        self.n_readings_ = int((~stream.is_settlement).sum())
+        self.n_settlements_ = int(stream.is_settlement.sum())
+
+        losses: list[float] = []
+        self.elbo_by_form_: dict[str, float] = {}
+        if init_from is not None:
+            use_confusion = init_from.confusion_
+            guide = self._make_guide(structure, buckets, use_confusion, init_from.guide_)
+            run = self._run(structure, buckets, use_confusion, guide, "refit")
+            losses += run.losses
+            converged = run.converged
+            self.elbo_by_form_["confusion" if use_confusion else "trust"] = -self._tail_mean(run.losses)
+        else:
+            plain = self._make_guide(structure, buckets, False, None)
+            run = self._run(structure, buckets, False, plain, "trust")
+            losses += run.losses
+            guide, use_confusion, converged = plain, False, run.converged
+            self.elbo_by_form_["trust"] = -self._tail_mean(run.losses)
+            if self.confusion != "off" and structure.pairs:
+                rich = self._make_guide(structure, buckets, True, plain)
+                run_c = self._run(structure, buckets, True, rich, "confusion")
+                losses += run_c.losses
+                self.elbo_by_form_["confusion"] = -self._tail_mean(run_c.losses)
+                gain = self.elbo_by_form_["confusion"] - self.elbo_by_form_["trust"]
+                noise = math.hypot(self._tail_se(run.losses), self._tail_se(run_c.losses))
+                self.confusion_gain_ = gain
+                if self.confusion == "on" or gain > self.confusion_margin + 3 * noise:
+                    guide, use_confusion, converged = rich, True, run_c.converged
+        self.guide_ = guide
+        self.buckets_ = buckets
+        self.confusion_ = use_confusion
+        self.losses_ = losses
+        self.converged_ = converged
+        self.steps_ = len(losses)
+        self.draws_ = self._draws(structure, buckets, use_confusion, guide)
+        self.seconds_ = time.perf_counter() - started
+        return self
+
+    def _model(self, structure, buckets, confusion):
+        def model():
+            bm.belief_model(structure, buckets, confusion=confusion)
+        return model
+
+    def _make_guide(self, structure, buckets, confusion, warm_from):
+        model = self._model(structure, buckets, confusion)
+        with pyro.settings.context(module_local_params=True):
+            if self.guide == "lowrank":
+                guide = AutoLowRankMultivariateNormal(model, init_loc_fn=init_to_mean, init_scale=0.05, rank=10)
+            else:
+                guide = AutoNormal(model, init_loc_fn=init_to_mean, init_scale=0.05)
+            guide()  # builds the parameters
+            if warm_from is not None:
+                _copy_shared(warm_from, guide)
+        return guide
+
+    def _run(self, structure, buckets, confusion, guide, label: str) -> _Run:
+        started = time.perf_counter()
+        model = self._model(structure, buckets, confusion)
+        with pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
+                                   validate_distributions_torch=False, validate_infer=False,
+                                   validate_poutine=False):
+            loss_fn = TraceMeanField_ELBO()(model, guide)
+            params = list(loss_fn.parameters())
+            optim = torch.optim.Adam(params, lr=self.learning_rate)
+            # decay to a tenth over the step cap: small steps at the end average the noise out
+            decay = 0.1 ** (1.0 / max(self.max_steps, 1))
+            sched = torch.optim.lr_scheduler.ExponentialLR(optim, gamma=decay)
+            losses: list[float] = []
+            converged = False
+            bar = _progress(self.max_steps, f"fit ({label})", self.progress)
+            try:
+                for step in range(self.max_steps):
+                    optim.zero_grad()
+                    loss = loss_fn()
+                    value = float(loss.detach())
+                    if not math.isfinite(value):
+                        raise FitDiverged(f"the ELBO is {value}", step)
+                    loss.backward()
+                    if not all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None):
+                        raise FitDiverged("a gradient is NaN or infinite", step)
+                    torch.nn.utils.clip_grad_norm_(params, max_norm=1e6)
+                    optim.step()
+                    sched.step()
+                    losses.append(value)
+                    self._check_blowup(losses, step)
+                    if bar is not None:
+                        bar.update(1)
+                        if step % 10 == 0:
+                            bar.set_postfix(elbo=f"{-value:.4g}")
+                    if step + 1 >= self.min_steps and self._converged(losses):
+                        converged = True
+                        break
+            finally:
+                if bar is not None:
+                    bar.close()
+            for p in params:
+                if not bool(torch.isfinite(p).all()):
+                    raise FitDiverged("a variational parameter became NaN", len(losses))
+        return _Run(losses=losses, converged=converged, seconds=time.perf_counter() - started)
+
+    def _converged(self, losses: list[float]) -> bool:
+        w = self.window
+        if len(losses) < 2 * w or len(losses) % max(w // 5, 1):
+            return False
+        prev, cur = np.mean(losses[-2 * w:-w]), np.mean(losses[-w:])
+        change = abs(prev - cur)
+        if change <= self.rel_tol * max(abs(cur), 1.0):
+            return True
+        # a flat trace whose window means differ by less than their noise has stopped moving
+        noise = math.sqrt(np.var(losses[-2 * w:-w]) / w + np.var(losses[-w:]) / w)
+        slope = np.polyfit(np.arange(2 * w), np.asarray(losses[-2 * w:]), 1)[0]
+        return change < 0.5 * noise and abs(slope) * w < noise
+
+    def _check_blowup(self, losses: list[float], step: int) -> None:
+        w = self.window
+        if len(losses) < 3 * w:
+            return
+        best = min(np.mean(losses[i:i + w]) for i in range(0, len(losses) - w + 1, w))
+        cur = float(np.mean(losses[-w:]))
+        start = float(np.mean(losses[:w]))
+        if cur - best > self.blowup_factor * max(abs(start - best), 1.0):
+            raise FitDiverged(f"the ELBO fell from {-best:.4g} to {-cur:.4g} (blow-up)", step)
+
+    def _tail_mean(self, losses: list[float]) -> float:
+        return float(np.mean(losses[-self.window:]))
+
+    def _tail_se(self, losses: list[float]) -> float:
+        tail = np.asarray(losses[-self.window:])
+        return float(tail.std() / math.sqrt(max(len(tail), 1)))
+
+    # ------------------------------------------------------------------ posterior
+    def _draws(self, structure, buckets, confusion, guide) -> dict[str, np.ndarray]:
+        model = self._model(structure, buckets, confusion)
+        del model
+        out: dict[str, list] = {}
+        with torch.no_grad(), pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
+                                                    validate_distributions_torch=False):
+            for _ in range(self.n_draws):
+                latents = guide()
+                derived = bm.derive(structure, latents)
+                record = {
+                    "trust": derived.trust.numpy(),
+                    "rate": derived.rate.numpy(),
+                    "temperature": (1.0 / derived.inv_temperature).numpy(),
+                    "trust_root": torch.sigmoid(latents["trust_root"]).numpy(),
+                    "trust_scale": latents["trust_scale"].numpy(),
+                    "rate_loc": latents["rate_loc"].numpy(),
+                    "rate_scale": latents["rate_scale"].numpy(),
+                }
+                for k, table in derived.prior_table.items():
+                    record[f"prior_{k}"] = table[:-1].numpy()
+                for k, table in derived.confusion.items():
+                    record[f"confusion_{k}"] = table.numpy()
+                for name, value in record.items():
+                    out.setdefault(name, []).append(np.array(value, dtype=np.float64))
+        return {name: np.stack(values) for name, values in out.items()}
+
+    def params_document(self, *, interval: float = 0.9) -> dict[str, Any]:
+        """The parameter document of :mod:`doxa.inference.params` (no calibration map yet)."""
+        s, d = self.structure_, self.draws_
+        lo_q, hi_q = (1 - interval) / 2, 1 - (1 - interval) / 2
+        trust = d["trust"]
+        doc = document_from_values(
+            s,
+            trust=trust.mean(0),
+            confusion={k: d[f"confusion_{k}"].mean(0) for k in s.pairs if f"confusion_{k}" in d},
+            priors={k: d[f"prior_{k}"].mean(0) for k in s.group_ks},
+            rate=d["rate"].mean(0),
+            temperature=np.exp(np.log(d["temperature"]).mean(0)),
+        )
+        t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)
+        for i, path in enumerate(s.tree.paths.tolist()):
+            doc["trust"][path].update(lo=float(t_lo[i]), hi=float(t_hi[i]))
+        r_lo, r_hi = np.quantile(d["rate"], [lo_q, hi_q], axis=0)
+        for i, kind in enumerate(s.kinds.tolist()):
+            doc["kinds"][kind]["change_rate_interval"] = [float(r_lo[i]), float(r_hi[i])]
+        tau_lo, tau_hi = np.quantile(d["temperature"], [lo_q, hi_q], axis=0)
+        for i, reader in enumerate(s.readers.tolist()):
+            doc["readers"][reader].update(lo=float(tau_lo[i]), hi=float(tau_hi[i]))
+        doc["defaults"] = {
+            "trust": float(d["trust_root"].mean()),
+            "change_rate": float(np.exp(d["rate_loc"]).mean()),
+        }
+        doc["diagnostics"] = self.diagnostics()
+        return doc
+
+    def diagnostics(self, max_points: int = 200) -> dict[str, Any]:
+        losses = np.asarray(self.losses_, dtype=np.float64)
+        stride = max(1, math.ceil(len(losses) / max_points))
+        return {
+            "elbo": [float(-x) for x in losses[::stride]],
+            "elbo_stride": stride,
+            "steps": int(self.steps_),
+            "seconds": round(float(self.seconds_), 3),
+            "converged": bool(self.converged_),
+            "confusion": bool(self.confusion_),
+            "elbo_by_form": {k: float(v) for k, v in self.elbo_by_form_.items()},
+            "guide": self.guide,
+            "n_readings": int(self.n_readings_),
+            "n_settlements": int(self.n_settlements_),
+            "n_questions": int(len(self.structure_.question_k)),
+            "n_nodes": int(self.structure_.n_nodes),
+            "events_per_step": self.events_per_step,
+            "subsampled": any(b.subsample is not None for b in self.buckets_),
+        }
+
+
+def document_from_values(structure: bm.ModelStructure, *, trust: np.ndarray, confusion: dict[int, np.ndarray],
+                         priors: dict[int, np.ndarray], rate: np.ndarray, temperature: np.ndarray
+                         ) -> dict[str, Any]:
+    """A parameter document from one value per parameter (posterior means, or a test's point)."""
+    s = structure
+    doc = P.default_params()
+    doc.pop("version")
+    n_msgs = s.node_messages
+    doc["trust"] = {path: {"mean": float(trust[i]), "lo": float(trust[i]), "hi": float(trust[i]),
+                           "n": int(n_msgs[i])}
+                    for i, path in enumerate(s.tree.paths.tolist())}
+    conf_doc: dict[str, dict[str, list]] = {}
+    for k, table in confusion.items():
+        pairs = s.pairs[k]
+        for i, (node, kind) in enumerate(zip(pairs.node.tolist(), pairs.kind.tolist())):
+            conf_doc.setdefault(str(s.tree.paths[node]), {})[str(s.kinds[kind])] = np.asarray(table[i]).tolist()
+    doc["confusion"] = conf_doc
+    doc["kinds"] = {}
+    for i, kind in enumerate(s.kinds.tolist()):
+        k = int(s.kind_k[i])
+        lam = float(rate[i])
+        doc["kinds"][kind] = {
+            "options": list(s.kind_options[i]),
+            "prior": np.asarray(priors[k][s.kind_slot[i]], dtype=np.float64).tolist(),
+            "change_rate": lam,
+            "half_life_days": math.log(2.0) / lam if lam > 0 else float("inf"),
+        }
+    doc["readers"] = {reader: {"temperature": float(temperature[i])} for i, reader in enumerate(s.readers.tolist())}
+    return doc
+
+
+def derived_from_document(structure: bm.ModelStructure, doc: dict[str, Any], dtype=torch.float64) -> bm.Derived:
+    """The model's parameters as the scorer would read them from ``doc`` (for the torch filter).
+
+    Trust and confusion are looked up per node of *this* structure with the scorer's
+    rules (deepest fitted node; confusion only where the document has one).
+    """
+    doc = P.with_defaults(doc)
+    s = structure
+    alpha = np.empty(s.n_nodes)
+    for i, path in enumerate(s.tree.paths.tolist()):
+        stated = s.stated_logit[i]
+        stated_p = None if np.isnan(stated) else float(1 / (1 + np.exp(-stated)))
+        alpha[i], _ = P.trust_for_source(doc, path, stated_p)
+    alpha = np.clip(alpha, 1e-12, 1 - 1e-12)
+    confusion = {}
+    for k, table in s.pairs.items():
+        matrices = []
+        for node, kind in zip(table.node.tolist(), table.kind.tolist()):
+            matrix, _ = P.confusion_for_source(doc, str(s.tree.paths[node]), str(s.kinds[kind]), k)
+            if matrix is None:
+                a = alpha[node]
+                matrix = np.where(np.eye(k, dtype=bool), a, (1 - a) / max(k - 1, 1))
+            matrices.append(np.asarray(matrix, dtype=np.float64))
+        if doc.get("confusion"):
+            confusion[k] = torch.as_tensor(np.stack(matrices), dtype=dtype)
+    prior_table = {}
+    for k in s.group_ks:
+        rows = [P.kind_prior(doc, str(s.kinds[i]), s.kind_options[i]) for i in s.kinds_with_k(k)]
+        prior_table[k] = torch.as_tensor(np.vstack(rows + [np.full(k, 1.0 / k)]), dtype=dtype)
+    rate = torch.as_tensor([P.kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
+    tau = torch.as_tensor([P.reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
+    return bm.Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
+                      confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)
+
+
+def _copy_shared(source_guide, target_guide) -> None:
+    """Warm start: copy the variational parameters of every site both guides share."""
+    src = dict(source_guide.named_parameters())
+    with torch.no_grad():
+        for name, param in target_guide.named_parameters():
+            if name in src and src[name].shape == param.shape:
+                param.copy_(src[name])
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)

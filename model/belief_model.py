@@ -1,0 +1,713 @@
+"""The generative story of DESIGN §2 in Pyro, and the same forward filter in torch.
+
+One small hidden-Markov network per question ``q`` (``K`` options, kind ``k``):
+
+- the answer ``z_t`` changes at rate ``λ_k`` per day; over a gap ``Δ`` it persists with
+  ``ρ = exp(-λ_k Δ)``, else it is redrawn from the base rates ``π_k``:
+  ``P(z_{t+Δ}=i | z_t=j) = ρ [i=j] + (1-ρ) π_k[i]``;
+- a reading of a message from source ``s`` (reader output ``r`` over the options,
+  ``u = unclear + unrelated``, ``o = one_off``) has the emission
+
+      L(j) = (u + (1-u) o) / K + (1-u)(1-o) Σ_c r̃_c C_s[j, c],      r̃ ∝ r^(1/τ_reader)
+
+  with ``C_s[j, c] = α_s [j=c] + (1-α_s)[j≠c]/(K-1)`` (one number of trust) or a full
+  confusion matrix for biased sources; for a reading stated with certainty ``L(j)`` is
+  exactly ``P(message states c | z=j)``, i.e. the Dawid–Skene emission (Dawid & Skene 1979);
+- a settlement observes ``z`` at its time (``L`` = one-hot).
+
+Priors (all non-centred)::
+
+    logit α_root ~ Normal(logit 0.7, 1.5)          σ_d ~ HalfNormal(1)   (one per depth d)
+    logit α_node = logit α_parent + σ_depth ε_node,   ε ~ Normal(0, 1)
+    (a user-stated trust on a source replaces logit α_parent for its leaf)
+    π_k ~ Dirichlet(1)                              log λ_k = μ + s η_k,  μ ~ N(log(ln2/365), 2), s ~ HalfNormal(1)
+    log τ_reader ~ Normal(0, 0.5)
+    confusion (optional): logit C_node[j, ·] = log C^trust(α_node)[j, ·] + Σ_{a ∈ ancestors(node)} σc_depth(a) η_a[j, ·]
+
+The marginal likelihood of a question is ``1ᵀ A_N ⋯ A_1 π`` with ``A_n = diag(L_n) M_n``
+(``M_n`` the change matrix over the gap before event ``n``). :func:`chain_log_marginal`
+evaluates that product as a balanced binary tree (Särkkä & García-Fernández 2021,
+"Temporal parallelization of Bayesian smoothers"): questions are bucketed by option
+count and by event count rounded up to a power of two, so padding at most doubles the
+work, the sequential depth is ``log2`` of the longest question, and the cost of one
+SVI step is linear in the number of readings. :func:`forward_filter` is the plain
+sequential filter (rank by rank, like the numpy scorer) used for beliefs and
+predictions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+
+from doxa.data.evidence import Evidence
+
+from .tree import SourceTree
+
+DEFAULT_ROOT_TRUST = 0.7
+ROOT_TRUST_SCALE = 1.5
+TRUST_SCALE_PRIOR = 1.0
+CONFUSION_SCALE_PRIOR = 1.5
+RATE_LOC_PRIOR = math.log(math.log(2.0) / 365.0)
+RATE_LOC_SCALE = 2.0
+RATE_SCALE_PRIOR = 1.0
+READER_LOG_TEMPERATURE_SCALE = 0.5
+#: A settlement is an observation; this leak keeps two contradicting settlements at one
+#: instant from making the likelihood exactly zero (and the gradient NaN).
+SETTLEMENT_LEAK = 1e-6
+#: Stand-in for log 0 of a reader probability: finite so gradients stay finite, small
+#: enough that r̃ is exactly 0 after tempering for any plausible temperature.
+LOG_ZERO = -1.0e4
+
+
+# =============================================================================== structure
+@dataclass
+class ModelStructure:
+    """What the latent variables are indexed by: source tree, kinds, readers, confusion pairs.
+
+    Built from the readings alone, so it is the same whichever settlements a fit
+    sees (a held-out fold can warm-start from the full fit).
+    """
+
+    tree: SourceTree
+    leaf_of_source: np.ndarray  # (S,) node of each evidence source
+    stated_logit: np.ndarray  # (V,) logit of the user-stated trust of a leaf; NaN where none
+    node_messages: np.ndarray  # (V,) readings under each node
+    ancestors: np.ndarray  # (V, D) ancestor (or self) at each depth, -1 past the node
+    kinds: np.ndarray  # (n_kinds,) str
+    kind_options: list[list[str]]
+    kind_k: np.ndarray  # (n_kinds,) option count of each kind's canonical options
+    kind_slot: np.ndarray  # (n_kinds,) row of the kind in its option-count group
+    question_kind: np.ndarray  # (Q,)
+    question_k: np.ndarray  # (Q,)
+    question_canonical: np.ndarray  # (Q,) bool: the question has its kind's options
+    readers: np.ndarray  # (R,) str
+    pairs: dict[int, "PairTable"] = field(default_factory=dict)  # K → (node, kind) pairs
+
+    @property
+    def n_nodes(self) -> int:
+        return self.tree.n_nodes
+
+    @property
+    def max_depth(self) -> int:
+        return self.tree.max_depth
+
+    @property
+    def n_kinds(self) -> int:
+        return int(self.kinds.shape[0])
+
+    def kinds_with_k(self, k: int) -> np.ndarray:
+        return np.flatnonzero(self.kind_k == k)
+
+    @property
+    def group_ks(self) -> list[int]:
+        return sorted(int(k) for k in np.unique(self.kind_k))
+
+    @classmethod
+    def from_evidence(cls, evidence: Evidence) -> "ModelStructure":
+        qt = evidence.questions
+        tree, leaf_of_source = SourceTree.from_paths(evidence.sources.paths.astype(str))
+        stated = np.full(tree.n_nodes, np.nan)
+        trust = np.asarray(evidence.sources.trust, dtype=np.float64)
+        has = np.isfinite(trust)
+        clipped = np.clip(trust[has], 1e-3, 1 - 1e-3)
+        stated[leaf_of_source[has]] = np.log(clipped) - np.log1p(-clipped)
+        leaf_per_reading = leaf_of_source[evidence.source_index] if evidence.n_readings else np.zeros(0, np.int64)
+
+        kinds, question_kind = np.unique(qt.kinds.astype(str), return_inverse=True)
+        # canonical options of a kind: the option list most of its questions use
+        keys, key_of_question, key_count = np.unique(qt.options_key.astype(str), return_inverse=True,
+                                                     return_counts=True)
+        kind_of_key = np.zeros(len(keys), dtype=np.int64)
+        kind_of_key[key_of_question] = question_kind
+        best = np.lexsort((keys, -key_count, kind_of_key))  # per kind: most used, then by name
+        first_of_kind = best[np.r_[0, np.flatnonzero(np.diff(kind_of_key[best])) + 1]]
+        canonical_key = np.empty(len(kinds), dtype=np.int64)
+        canonical_key[kind_of_key[first_of_kind]] = first_of_kind
+        representative = np.zeros(len(keys), dtype=np.int64)
+        representative[key_of_question] = np.arange(len(key_of_question))
+        kind_rep_question = representative[canonical_key]
+        kind_options = [list(qt.options[i]) for i in kind_rep_question.tolist()]
+        kind_k = np.asarray(qt.n_options, dtype=np.int64)[kind_rep_question]
+        kind_slot = np.zeros(len(kinds), dtype=np.int64)
+        for k in np.unique(kind_k):
+            members = np.flatnonzero(kind_k == k)
+            kind_slot[members] = np.arange(len(members))
+        question_canonical = key_of_question == canonical_key[question_kind]
+
+        structure = cls(
+            tree=tree,
+            leaf_of_source=leaf_of_source,
+            stated_logit=stated,
+            node_messages=tree.subtree_counts(leaf_per_reading),
+            ancestors=tree.ancestors(np.arange(tree.n_nodes)),
+            kinds=kinds,
+            kind_options=kind_options,
+            kind_k=kind_k,
+            kind_slot=kind_slot,
+            question_kind=question_kind.astype(np.int64),
+            question_k=np.asarray(qt.n_options, dtype=np.int64),
+            question_canonical=question_canonical,
+            readers=np.asarray(evidence.readers, dtype=str),
+        )
+        structure.pairs = PairTable.build_all(structure, evidence)
+        return structure
+
+
+@dataclass
+class PairTable:
+    """(node, kind) pairs that carry a confusion matrix, for kinds with ``K`` options.
+
+    Every (leaf, kind) with a reading on a question in the kind's canonical options,
+    and all ancestors of those leaves for the same kind.
+    """
+
+    k: int
+    node: np.ndarray  # (n,)
+    kind: np.ndarray  # (n,)
+    ancestors: np.ndarray  # (n, D) pair index of the ancestor pair at each depth, -1 past it
+    keys: np.ndarray  # (n,) sorted node * n_kinds + kind
+
+    def lookup(self, node: np.ndarray, kind: np.ndarray, n_kinds: int) -> np.ndarray:
+        """Pair index of each (node, kind), -1 where there is none."""
+        key = np.asarray(node, dtype=np.int64) * n_kinds + np.asarray(kind, dtype=np.int64)
+        if len(self.keys) == 0:
+            return np.full(key.shape, -1, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self.keys, key), 0, len(self.keys) - 1)
+        return np.where(self.keys[pos] == key, pos, -1).astype(np.int64)
+
+    @classmethod
+    def build_all(cls, structure: ModelStructure, evidence: Evidence) -> dict[int, "PairTable"]:
+        if evidence.n_readings == 0:
+            return {}
+        qk = structure.question_kind[evidence.q]
+        canonical = structure.question_canonical[evidence.q]
+        leaves = structure.leaf_of_source[evidence.source_index]
+        n_kinds = structure.n_kinds
+        out: dict[int, PairTable] = {}
+        for k in structure.group_ks:
+            if k < 2:
+                continue
+            rows = canonical & (structure.kind_k[qk] == k)
+            if not rows.any():
+                continue
+            leaf_kind = np.unique(leaves[rows] * n_kinds + qk[rows])
+            leaf, kind = leaf_kind // n_kinds, leaf_kind % n_kinds
+            anc = structure.ancestors[leaf]  # (m, D)
+            node_all = anc.reshape(-1)
+            kind_all = np.repeat(kind, anc.shape[1])
+            keep = node_all >= 0
+            keys = np.unique(node_all[keep] * n_kinds + kind_all[keep])
+            table = cls(k=k, node=keys // n_kinds, kind=keys % n_kinds,
+                        ancestors=np.zeros((0, 0), dtype=np.int64), keys=keys)
+            anc_nodes = structure.ancestors[table.node]
+            anc_pairs = table.lookup(np.maximum(anc_nodes, 0), np.repeat(table.kind[:, None], anc_nodes.shape[1], 1),
+                                     n_kinds)
+            table.ancestors = np.where(anc_nodes >= 0, anc_pairs, -1)
+            out[k] = table
+        return out
+
+
+# =============================================================================== events
+@dataclass
+class EventStream:
+    """Readings and settlements of all questions merged, sorted by (question, time).
+
+    Readings come before a settlement at the same instant (as in the scorer), so the
+    prediction for a settlement uses every reading up to and including its time.
+    """
+
+    q: np.ndarray  # (E,)
+    t: np.ndarray  # (E,)
+    is_settlement: np.ndarray  # (E,) bool
+    answer: np.ndarray  # (E,) settled option (0 for readings)
+    leaf: np.ndarray  # (E,) source leaf node (0 for settlements)
+    reader: np.ndarray  # (E,)
+    logr: np.ndarray  # (E, K_max) log of the reader's probabilities over the options (LOG_ZERO for 0)
+    mix: np.ndarray  # (E,) u + (1-u) o: the part of a reading that says nothing about the lasting answer
+    weight: np.ndarray  # (E,) (1-u)(1-o)
+    reading_row: np.ndarray  # (E,) row in the evidence readings, -1 for settlements
+    settlement_row: np.ndarray  # (E,) row in the evidence settlements, -1 for readings
+    rank: np.ndarray  # (E,) position within the question's events
+    n_questions: int
+
+    @classmethod
+    def from_evidence(cls, evidence: Evidence, structure: ModelStructure,
+                      settlement_mask: np.ndarray | None = None) -> "EventStream":
+        k_q = structure.question_k
+        n, k_max = evidence.probs.shape if evidence.n_readings else (0, max(int(k_q.max(initial=2)), 2))
+        s_ok = (evidence.settle_answer >= 0) & (evidence.settle_answer < k_q[evidence.settle_q])
+        if settlement_mask is not None:
+            s_ok &= np.asarray(settlement_mask, dtype=bool)
+        s_rows = np.flatnonzero(s_ok)
+        n_s = len(s_rows)
+
+        probs = np.asarray(evidence.probs, dtype=np.float64).reshape(n, k_max)
+        k_read = k_q[evidence.q].astype(np.int64)
+        valid = np.arange(k_max)[None, :] < k_read[:, None]
+        r = np.where(valid, np.clip(probs, 0.0, None), 0.0)
+        total = r.sum(axis=1, keepdims=True)
+        r = np.where(total > 0, r / np.where(total > 0, total, 1.0), valid / np.maximum(k_read, 1)[:, None])
+        with np.errstate(divide="ignore"):
+            logr = np.where(r > 0, np.log(np.where(r > 0, r, 1.0)), LOG_ZERO)
+        u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)
+        o = np.clip(evidence.one_off, 0.0, 1.0)
+
+        q = np.r_[evidence.q, evidence.settle_q[s_rows]].astype(np.int64)
+        t = np.r_[evidence.t, evidence.settle_t[s_rows]].astype(np.float64)
+        order = np.lexsort((t, q))  # stable: readings before settlements at equal times
+        is_settle = np.r_[np.zeros(n, bool), np.ones(n_s, bool)]
+        answer = np.r_[np.zeros(n, np.int64), evidence.settle_answer[s_rows]]
+        leaf = np.r_[structure.leaf_of_source[evidence.source_index] if n else np.zeros(0, np.int64),
+                     np.zeros(n_s, np.int64)]
+        reader = np.r_[evidence.reader_index.astype(np.int64), np.zeros(n_s, np.int64)]
+        logr_all = np.vstack([logr, np.zeros((n_s, k_max))])
+        mix = np.r_[u + (1 - u) * o, np.zeros(n_s)]
+        weight = np.r_[(1 - u) * (1 - o), np.ones(n_s)]
+        reading_row = np.r_[np.arange(n), np.full(n_s, -1)]
+        settlement_row = np.r_[np.full(n, -1), s_rows]
+
+        q = q[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(q)) + 1] if len(q) else np.zeros(0, np.int64)
+        lengths = np.diff(np.r_[starts, len(q)])
+        rank = np.arange(len(q)) - np.repeat(starts, lengths)
+        return cls(q=q, t=t[order], is_settlement=is_settle[order], answer=answer[order], leaf=leaf[order],
+                   reader=reader[order], logr=logr_all[order], mix=mix[order], weight=weight[order],
+                   reading_row=reading_row[order], settlement_row=settlement_row[order], rank=rank,
+                   n_questions=len(k_q))
+
+    def __len__(self) -> int:
+        return int(self.q.shape[0])
+
+
+@dataclass
+class Bucket:
+    """Questions with ``k`` options and at most ``length`` (a power of two) events, padded."""
+
+    k: int
+    length: int
+    question: torch.Tensor  # (B,)
+    kind: torch.Tensor  # (B,)
+    prior_row: torch.Tensor  # (B,) row in the k-option prior table (last row = uniform)
+    dt: torch.Tensor  # (B, P) days since the previous event (0 for the first and for padding)
+    is_settlement: torch.Tensor  # (B, P) bool
+    is_pad: torch.Tensor  # (B, P) bool
+    answer: torch.Tensor  # (B, P)
+    leaf: torch.Tensor  # (B, P)
+    reader: torch.Tensor  # (B, P)
+    logr: torch.Tensor  # (B, P, k)
+    mix: torch.Tensor  # (B, P)
+    weight: torch.Tensor  # (B, P)
+    pair: torch.Tensor  # (B, P) confusion pair (-1: use the one-number form)
+    n_events: int
+    subsample: int | None = None
+
+    @property
+    def n_questions(self) -> int:
+        return int(self.question.shape[0])
+
+    @property
+    def name(self) -> str:
+        return f"questions_k{self.k}_n{self.length}"
+
+    def take(self, idx: torch.Tensor | None) -> "Bucket":
+        if idx is None:
+            return self
+        fields = {name: getattr(self, name).index_select(0, idx)
+                  for name in ("question", "kind", "prior_row", "dt", "is_settlement", "is_pad", "answer",
+                               "leaf", "reader", "logr", "mix", "weight", "pair")}
+        return Bucket(k=self.k, length=self.length, n_events=self.n_events, **fields)
+
+
+def make_buckets(stream: EventStream, structure: ModelStructure, dtype=torch.float32,
+                 events_per_step: int | None = None) -> list[Bucket]:
+    """Pad each question's events into buckets keyed by (option count, next power of two ≥ length).
+
+    ``events_per_step`` sets plate subsampling: each bucket draws its share of that many
+    padded events per step (stratified by bucket, so the estimate stays unbiased).
+    """
+    if len(stream) == 0:
+        return []
+    q = stream.q
+    starts = np.r_[0, np.flatnonzero(np.diff(q)) + 1]
+    lengths = np.diff(np.r_[starts, len(q)])
+    questions = q[starts]
+    k = structure.question_k[questions]
+    keep = k >= 2  # a one-option question carries no information
+    padded = 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64)
+    n_kinds_by_k = {kk: len(structure.kinds_with_k(kk)) for kk in structure.group_ks}
+
+    q_pos = np.full(stream.n_questions, -1, dtype=np.int64)
+    buckets: list[Bucket] = []
+    total_padded = int((padded[keep]).sum())
+    dt_all = np.where(stream.rank > 0, stream.t - np.r_[stream.t[:1], stream.t[:-1]], 0.0)
+    dt_all = np.maximum(dt_all, 0.0)
+    keys = np.unique(np.stack([k[keep], padded[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
+    for kk, length in keys.tolist():
+        members = np.flatnonzero(keep & (k == kk) & (padded == length))
+        qs = questions[members]
+        b = len(qs)
+        q_pos[qs] = np.arange(b)
+        ev = _events_of(q, starts, lengths, members)
+        row, col = q_pos[q[ev]], stream.rank[ev]
+
+        def grid(values, fill, dtype_np):
+            out = np.full((b, length) + values.shape[1:], fill, dtype=dtype_np)
+            out[row, col] = values
+            return out
+
+        kind_q = structure.question_kind[qs]
+        canonical = structure.question_canonical[qs]
+        prior_row = np.where(canonical & (structure.kind_k[kind_q] == kk), structure.kind_slot[kind_q],
+                             n_kinds_by_k.get(kk, 0))
+        pair = np.full(len(ev), -1, dtype=np.int64)
+        table = structure.pairs.get(kk)
+        if table is not None:
+            reading = ~stream.is_settlement[ev]
+            ok = reading & canonical[row] & (structure.kind_k[kind_q[row]] == kk)
+            pair[ok] = table.lookup(stream.leaf[ev][ok], kind_q[row][ok], structure.n_kinds)
+        is_pad = np.ones((b, length), dtype=bool)
+        is_pad[row, col] = False
+        subsample = None
+        if events_per_step is not None and total_padded > events_per_step:
+            subsample = int(min(b, max(1, math.ceil(b * events_per_step / total_padded))))
+        buckets.append(Bucket(
+            k=int(kk), length=int(length),
+            question=torch.as_tensor(qs, dtype=torch.long),
+            kind=torch.as_tensor(kind_q, dtype=torch.long),
+            prior_row=torch.as_tensor(prior_row, dtype=torch.long),
+            dt=torch.as_tensor(grid(dt_all[ev], 0.0, np.float64), dtype=dtype),
+            is_settlement=torch.as_tensor(grid(stream.is_settlement[ev], False, bool)),
+            is_pad=torch.as_tensor(is_pad),
+            answer=torch.as_tensor(grid(stream.answer[ev], 0, np.int64)),
+            leaf=torch.as_tensor(grid(stream.leaf[ev], 0, np.int64)),
+            reader=torch.as_tensor(grid(stream.reader[ev], 0, np.int64)),
+            logr=torch.as_tensor(grid(stream.logr[ev, :kk], 0.0, np.float64), dtype=dtype),
+            mix=torch.as_tensor(grid(stream.mix[ev], 0.0, np.float64), dtype=dtype),
+            weight=torch.as_tensor(grid(stream.weight[ev], 0.0, np.float64), dtype=dtype),
+            pair=torch.as_tensor(grid(pair, -1, np.int64)),
+            n_events=len(ev),
+            subsample=subsample if subsample is not None and subsample < b else None,
+        ))
+    return buckets
+
+
+def _events_of(q: np.ndarray, starts: np.ndarray, lengths: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """Indices of the events of the question runs ``members`` (runs of a sorted q), vectorised."""
+    ln = lengths[members]
+    offsets = np.arange(ln.sum()) - np.repeat(np.cumsum(ln) - ln, ln)
+    return np.repeat(starts[members], ln) + offsets
+
+
+# =============================================================================== latents
+def logit(p: float) -> float:
+    return math.log(p) - math.log1p(-p)
+
+
+def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float32) -> dict[str, torch.Tensor]:
+    """Every global latent of the story, under its prior (see module docstring)."""
+    zeros = lambda *shape: torch.zeros(shape, dtype=dtype)  # noqa: E731
+    ones = lambda *shape: torch.ones(shape, dtype=dtype)  # noqa: E731
+    d, v = max(structure.max_depth, 1), max(structure.n_nodes, 1)
+    latents = {
+        "trust_root": pyro.sample("trust_root", dist.Normal(torch.tensor(logit(DEFAULT_ROOT_TRUST), dtype=dtype),
+                                                            torch.tensor(ROOT_TRUST_SCALE, dtype=dtype))),
+        "trust_scale": pyro.sample("trust_scale", dist.HalfNormal(TRUST_SCALE_PRIOR * ones(d)).to_event(1)),
+        "trust_offset": pyro.sample("trust_offset", dist.Normal(zeros(v), ones(v)).to_event(1)),
+        "rate_loc": pyro.sample("rate_loc", dist.Normal(torch.tensor(RATE_LOC_PRIOR, dtype=dtype),
+                                                        torch.tensor(RATE_LOC_SCALE, dtype=dtype))),
+        "rate_scale": pyro.sample("rate_scale", dist.HalfNormal(torch.tensor(RATE_SCALE_PRIOR, dtype=dtype))),
+        "rate_offset": pyro.sample("rate_offset", dist.Normal(zeros(structure.n_kinds),
+                                                              ones(structure.n_kinds)).to_event(1)),
+    }
+    for k in structure.group_ks:
+        n_k = len(structure.kinds_with_k(k))
+        latents[f"base_rates_{k}"] = pyro.sample(f"base_rates_{k}", dist.Dirichlet(ones(n_k, k)).to_event(1))
+    n_r = max(len(structure.readers), 1)
+    latents["reader_log_temperature"] = pyro.sample(
+        "reader_log_temperature", dist.Normal(zeros(n_r), READER_LOG_TEMPERATURE_SCALE * ones(n_r)).to_event(1))
+    if confusion:
+        latents["confusion_scale"] = pyro.sample("confusion_scale",
+                                                 dist.HalfNormal(CONFUSION_SCALE_PRIOR * ones(d)).to_event(1))
+        for k, table in structure.pairs.items():
+            n_p = len(table.node)
+            latents[f"confusion_offset_{k}"] = pyro.sample(
+                f"confusion_offset_{k}", dist.Normal(zeros(n_p, k, k), ones(n_p, k, k)).to_event(3))
+    return latents
+
+
+@dataclass
+class Derived:
+    """The parameters the likelihood uses, as deterministic functions of the latents."""
+
+    trust_logit: torch.Tensor  # (V,)
+    confusion: dict[int, torch.Tensor]  # K → (pairs, K, K) rows sum to 1; empty when off
+    prior_table: dict[int, torch.Tensor]  # K → (kinds with K + 1, K); last row uniform
+    rate: torch.Tensor  # (n_kinds,) λ per day
+    inv_temperature: torch.Tensor  # (R,)
+
+    @property
+    def trust(self) -> torch.Tensor:
+        return torch.sigmoid(self.trust_logit)
+
+
+def derive(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> Derived:
+    dtype = latents["trust_offset"].dtype
+    depth_index = torch.as_tensor(np.maximum(structure.ancestors, 0), dtype=torch.long)  # (V, D)
+    present = torch.as_tensor(structure.ancestors >= 0)
+    scale = latents["trust_scale"]
+    offset = latents["trust_offset"]
+    if structure.n_nodes:
+        steps = torch.where(present, scale[None, : depth_index.shape[1]] * offset[depth_index], torch.zeros((), dtype=dtype))
+        path_sum = latents["trust_root"] + steps.sum(-1)
+        own = scale[torch.as_tensor(structure.tree.depth - 1)] * offset[: structure.n_nodes]
+        stated = torch.as_tensor(structure.stated_logit, dtype=dtype)
+        trust_logit = torch.where(torch.isnan(stated), path_sum, torch.nan_to_num(stated) + own)
+    else:
+        trust_logit = torch.zeros(0, dtype=dtype)
+
+    confusion: dict[int, torch.Tensor] = {}
+    if "confusion_scale" in latents:
+        c_scale = latents["confusion_scale"]
+        for k, table in structure.pairs.items():
+            eta = latents[f"confusion_offset_{k}"]  # (n, k, k)
+            anc = torch.as_tensor(np.maximum(table.ancestors, 0), dtype=torch.long)
+            has = torch.as_tensor(table.ancestors >= 0)[..., None, None]
+            dev = torch.where(has, c_scale[None, : anc.shape[1], None, None] * eta[anc],
+                              torch.zeros((), dtype=dtype)).sum(1)
+            base = trust_confusion_logits(trust_logit[torch.as_tensor(table.node)], k)
+            confusion[k] = torch.softmax(base + dev, dim=-1)
+
+    prior_table = {}
+    for k in structure.group_ks:
+        uniform = torch.full((1, k), 1.0 / k, dtype=dtype)
+        prior_table[k] = torch.cat([latents[f"base_rates_{k}"], uniform], dim=0)
+    log_rate = latents["rate_loc"] + latents["rate_scale"] * latents["rate_offset"]
+    return Derived(trust_logit=trust_logit, confusion=confusion, prior_table=prior_table, rate=log_rate.exp(),
+                   inv_temperature=torch.exp(-latents["reader_log_temperature"]))
+
+
+def trust_confusion_logits(trust_logit: torch.Tensor, k: int) -> torch.Tensor:
+    """log of the one-number confusion matrix α[j=c] + (1-α)[j≠c]/(K-1), shape (..., K, K)."""
+    on = torch.nn.functional.logsigmoid(trust_logit)[..., None, None]
+    off = torch.nn.functional.logsigmoid(-trust_logit)[..., None, None] - math.log(max(k - 1, 1))
+    eye = torch.eye(k, dtype=trust_logit.dtype)
+    return eye * on + (1 - eye) * off
+
+
+# =============================================================================== likelihood
+def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tensor, inv_tau: torch.Tensor,
+                       trust: torch.Tensor, confusion: torch.Tensor | None = None) -> torch.Tensor:
+    """L(j) of DESIGN §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
+
+    ``confusion`` (…, K, K), where given, replaces the one-number bracket by ``Σ_c r̃_c C[j, c]``.
+    """
+    k = logr.shape[-1]
+    r_t = torch.softmax(logr * inv_tau[..., None], dim=-1)
+    if confusion is None:
+        a = trust[..., None]
+        bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
+    else:
+        bracket = (confusion @ r_t[..., None]).squeeze(-1)
+    return mix[..., None] / k + weight[..., None] * bracket
+
+
+def bucket_likelihood(bucket: Bucket, derived: Derived) -> torch.Tensor:
+    """(B, P, K) event likelihoods of a bucket: readings, one-hot settlements, ones for padding."""
+    k = bucket.k
+    trust = derived.trust[bucket.leaf] if derived.trust.numel() else torch.ones_like(bucket.mix)
+    inv_tau = derived.inv_temperature[bucket.reader]
+    conf = None
+    table = derived.confusion.get(k)
+    if table is not None and bool((bucket.pair >= 0).any()):
+        own = trust_confusion_logits(derived.trust_logit[bucket.leaf], k).exp()
+        conf = torch.where((bucket.pair >= 0)[..., None, None], table[bucket.pair.clamp_min(0)], own)
+    like = reading_likelihood(bucket.logr, bucket.mix, bucket.weight, inv_tau, trust, conf)
+    onehot = torch.nn.functional.one_hot(bucket.answer, k).to(like.dtype)
+    settle = onehot * (1 - SETTLEMENT_LEAK) + SETTLEMENT_LEAK / k
+    like = torch.where(bucket.is_settlement[..., None], settle, like)
+    return torch.where(bucket.is_pad[..., None], torch.ones((), dtype=like.dtype), like)
+
+
+def chain_log_marginal(bucket: Bucket, derived: Derived) -> torch.Tensor:
+    """log P(all events of each question in the bucket), (B,), by a binary tree of K×K products."""
+    k = bucket.k
+    like = bucket_likelihood(bucket, derived)  # (B, P, K)
+    prior = derived.prior_table[k][bucket.prior_row]  # (B, K)
+    rate = derived.rate[bucket.kind]  # (B,)
+    rho = torch.exp(-rate[:, None] * bucket.dt)  # (B, P); padding has dt = 0 → identity
+    eye = torch.eye(k, dtype=like.dtype)
+    change = rho[..., None, None] * eye + (1 - rho)[..., None, None] * prior[:, None, :, None]
+    a = like[..., :, None] * change  # A_n = diag(L_n) M_n, (B, P, K, K)
+    log_scale = torch.zeros(a.shape[0], dtype=like.dtype)
+    while a.shape[1] > 1:
+        half = a.shape[1] // 2
+        pairs = a.reshape(a.shape[0], half, 2, k, k)
+        a = pairs[:, :, 1] @ pairs[:, :, 0]  # later @ earlier
+        # any positive rescaling cancels in the final log, so it needs no gradient
+        peak = a.detach().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-30)
+        a = a / peak
+        log_scale = log_scale + peak.log().sum(dim=(1, 2, 3))
+    total = (a[:, 0] @ prior[..., None]).sum(dim=(-2, -1))
+    return total.clamp_min(1e-38).log() + log_scale
+
+
+# =============================================================================== model
+def belief_model(structure: ModelStructure, buckets: list[Bucket], confusion: bool = False,
+                 dtype=torch.float32) -> None:
+    """The generative story (module docstring): global latents, then each question's evidence.
+
+    The answer process is marginalised exactly (the forward algorithm), so the only
+    latents are global and plate subsampling over questions gives an unbiased ELBO.
+    """
+    latents = sample_latents(structure, confusion, dtype)
+    derived = derive(structure, latents)
+    for bucket in buckets:
+        with pyro.plate(bucket.name, bucket.n_questions, subsample_size=bucket.subsample) as idx:
+            part = bucket if bucket.subsample is None else bucket.take(idx)
+            pyro.factor(f"evidence_{bucket.name}", chain_log_marginal(part, derived))
+
+
+# =============================================================================== filtering
+@dataclass
+class FilterResult:
+    belief: np.ndarray  # (Q, K_max) at the requested time, before rejections and calibration
+    log_marginal: np.ndarray  # (Q,)
+    predictive: np.ndarray  # (E, K_max) belief just before each event (after decay to its time)
+    last_t: np.ndarray  # (Q,)
+
+
+def question_inputs(structure: ModelStructure, derived: Derived, dtype=torch.float64):
+    """π (Q, K_max) and λ (Q,) per question."""
+    n_q, k_max = len(structure.question_k), max(int(structure.question_k.max(initial=2)), 2)
+    prior = torch.zeros((n_q, k_max), dtype=dtype)
+    kinds = structure.question_kind
+    for k in np.unique(structure.question_k).tolist():
+        rows = np.flatnonzero(structure.question_k == k)
+        if k < 1:
+            continue
+        table = derived.prior_table.get(k)
+        if table is None:
+            prior[rows, :k] = 1.0 / k
+            continue
+        slot = np.where(structure.question_canonical[rows] & (structure.kind_k[kinds[rows]] == k),
+                        structure.kind_slot[kinds[rows]], table.shape[0] - 1)
+        prior[torch.as_tensor(rows), :k] = table.to(dtype)[torch.as_tensor(slot)]
+    rate = derived.rate.to(dtype)[torch.as_tensor(kinds)] if n_q else torch.zeros(0, dtype=dtype)
+    return prior, rate
+
+
+def stream_likelihood(stream: EventStream, structure: ModelStructure, derived: Derived,
+                      dtype=torch.float64) -> torch.Tensor:
+    """(E, K_max) likelihood of every event; settlements exactly one-hot (as in the scorer)."""
+    k_max = stream.logr.shape[1]
+    like = torch.zeros((len(stream), k_max), dtype=dtype)
+    k_event = structure.question_k[stream.q]
+    trust_logit = derived.trust_logit.to(dtype)
+    for k in np.unique(k_event).tolist():
+        rows = np.flatnonzero((k_event == k) & ~stream.is_settlement)
+        if len(rows) == 0 or k < 1:
+            continue
+        leaf = torch.as_tensor(stream.leaf[rows])
+        conf = None
+        table = derived.confusion.get(k)
+        if table is not None:
+            kinds = structure.question_kind[stream.q[rows]]
+            ok = structure.question_canonical[stream.q[rows]] & (structure.kind_k[kinds] == k)
+            pair = np.where(ok, structure.pairs[k].lookup(stream.leaf[rows], kinds, structure.n_kinds), -1)
+            pair_t = torch.as_tensor(pair)
+            own = trust_confusion_logits(trust_logit[leaf], k).exp()
+            conf = torch.where((pair_t >= 0)[:, None, None], table.to(dtype)[pair_t.clamp_min(0)], own)
+        like[torch.as_tensor(rows), :k] = reading_likelihood(
+            torch.as_tensor(stream.logr[rows, :k], dtype=dtype),
+            torch.as_tensor(stream.mix[rows], dtype=dtype),
+            torch.as_tensor(stream.weight[rows], dtype=dtype),
+            derived.inv_temperature.to(dtype)[torch.as_tensor(stream.reader[rows])],
+            torch.sigmoid(trust_logit[leaf]), conf)
+    settle = np.flatnonzero(stream.is_settlement)
+    like[torch.as_tensor(settle), torch.as_tensor(stream.answer[settle])] = 1.0
+    return like
+
+
+def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream, like: torch.Tensor,
+                   at: float | np.ndarray = float("inf")) -> FilterResult:
+    """The sequential filter, all questions at once, one rank (n-th event of each question) per step.
+
+    Mirrors :func:`doxa.inference.scorer.forward_filter`, and also returns the
+    prediction before each event (what the scorer would have said just before it).
+    """
+    n_q = prior.shape[0]
+    belief = prior.clone()
+    log_marginal = torch.zeros(n_q, dtype=prior.dtype)
+    predictive = torch.zeros_like(like)
+    last_t = torch.full((n_q,), float("nan"), dtype=prior.dtype)
+    t_all = torch.as_tensor(stream.t, dtype=prior.dtype)
+    q_all = torch.as_tensor(stream.q)
+    if len(stream):
+        order = np.argsort(stream.rank, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(stream.rank))]
+        for n in range(len(bounds) - 1):
+            idx = torch.as_tensor(order[bounds[n]:bounds[n + 1]])
+            qs, t = q_all[idx], t_all[idx]
+            b = belief[qs]
+            if n > 0:
+                rho = torch.exp(-rate[qs] * (t - last_t[qs]).clamp_min(0.0))[:, None]
+                b = rho * b + (1 - rho) * prior[qs]
+            predictive[idx] = b
+            ev = like[idx]
+            b = b * ev
+            z = b.sum(1)
+            dead = z <= 1e-300
+            if bool(dead.any()):  # impossible evidence: restart from it alone (as the scorer does)
+                b = torch.where(dead[:, None], ev, b)
+                z = b.sum(1)
+            belief[qs] = b / z[:, None]
+            log_marginal[qs] += z.clamp_min(1e-300).log()
+            last_t[qs] = t
+    has = ~torch.isnan(last_t)
+    at_t = torch.as_tensor(np.broadcast_to(np.asarray(at, dtype=np.float64), (n_q,)).copy(), dtype=prior.dtype)
+    gap = torch.where(has & torch.isfinite(at_t), (at_t - torch.nan_to_num(last_t)).clamp_min(0.0),
+                      torch.zeros((), dtype=prior.dtype))
+    rho = torch.exp(-rate * gap)[:, None]
+    belief = torch.where(has[:, None], rho * belief + (1 - rho) * prior, belief)
+    return FilterResult(belief=belief.numpy(), log_marginal=log_marginal.numpy(), predictive=predictive.numpy(),
+                        last_t=last_t.numpy())
+
+
+def filter_evidence(evidence: Evidence, structure: ModelStructure, derived: Derived,
+                    at: float | None = None, settlement_mask: np.ndarray | None = None
+                    ) -> tuple[FilterResult, EventStream]:
+    """Beliefs under one set of parameter values (float64), for comparison with the scorer."""
+    stream = EventStream.from_evidence(evidence, structure, settlement_mask)
+    with torch.no_grad():
+        prior, rate = question_inputs(structure, derived)
+        like = stream_likelihood(stream, structure, derived)
+        result = forward_filter(prior, rate, stream, like, evidence.at if at is None else at)
+    return result, stream
+
+
+def point_latents(structure: ModelStructure, values: dict[str, Any] | None = None, confusion: bool = False,
+                  dtype=torch.float64) -> dict[str, torch.Tensor]:
+    """Latents at their prior means, overridden by ``values`` (for tests and oracle runs)."""
+    with pyro.poutine.block(), pyro.poutine.mask(mask=False):
+        trace = pyro.poutine.trace(sample_latents).get_trace(structure, confusion, dtype)
+    out = {}
+    for name, site in trace.nodes.items():
+        if site["type"] != "sample":
+            continue
+        fn = site["fn"]
+        try:
+            out[name] = fn.mean.detach().clone()
+        except NotImplementedError:
+            out[name] = site["value"].detach().clone()
+    if "trust_offset" in out:
+        out["trust_offset"].zero_()
+    for name, value in (values or {}).items():
+        out[name] = torch.as_tensor(value, dtype=dtype)
+    return out
