@@ -170,6 +170,8 @@ def explain_rows(store: "Store", question_id: str, at: datetime | None) -> list[
             item["ignored"] = "assistant note: the assistant's own notes are never evidence"
         elif item["copy_rank"] == 0:
             item["ignored"] = "after the --at time"
+        elif item["copy_rank"] > 1 and item["canonical"] == item["message"]:
+            item["ignored"] = "another reader's reading of this message counts instead (one message, one vote)"
         elif item["copy_rank"] > 1:
             item["ignored"] = f"copy of {item['canonical']}: one evidence unit counts once"
         else:

@@ -75,25 +75,36 @@ class ParsedBatch:
 
 def parse_lines(lines: Iterable[str]) -> ParsedBatch:
     """Parse and validate each line on its own; raise IngestError listing every bad line."""
+    return _parse(((number, line) for number, line in enumerate(lines, start=1)), from_json=True)
+
+
+def parse_records(records: Iterable[dict]) -> ParsedBatch:
+    """Validate already-decoded records (the Python API); 'line' numbers count records from 1."""
+    return _parse(((number, record) for number, record in enumerate(records, start=1)), from_json=False)
+
+
+def _parse(items, *, from_json: bool) -> ParsedBatch:
     batch = ParsedBatch()
     problems: list[Problem] = []
     adapter = models.record_adapter
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(Problem(number, f"not valid JSON ({err.msg} at column {err.colno}): one JSON object a line"))
-            continue
-        if not isinstance(raw, dict):
-            problems.append(Problem(number, "each line must be a JSON object with a \"type\" field"))
-            continue
-        try:
-            record = adapter.validate_python(raw)
-        except ValidationError as err:
-            problems.append(Problem(number, _describe_validation_error(err)))
-            continue
+    for number, item in items:
+        if from_json:
+            if not item.strip():
+                continue
+            try:
+                record = adapter.validate_json(item)
+            except ValidationError as err:
+                problems.append(Problem(number, _json_problem(item, err)))
+                continue
+        else:
+            if not isinstance(item, dict):
+                problems.append(Problem(number, "each record must be a dict with a \"type\" field"))
+                continue
+            try:
+                record = adapter.validate_python(item)
+            except ValidationError as err:
+                problems.append(Problem(number, _describe_validation_error(err)))
+                continue
         batch.by_type[record.type].append((number, record))
         batch.count += 1
     if problems:
@@ -101,6 +112,15 @@ def parse_lines(lines: Iterable[str]) -> ParsedBatch:
     return batch
 
 
-def parse_records(records: Iterable[dict]) -> ParsedBatch:
-    """Validate already-decoded records (the Python API); 'line' numbers count records from 1."""
-    return parse_lines(json.dumps(r, default=str) for r in records)
+def _json_problem(line: str, err: ValidationError) -> str:
+    """Say whether the line is not JSON, not an object, or a record with bad fields."""
+    first = err.errors()[0]
+    if first["type"] == "json_invalid":
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as bad:
+            return f"not valid JSON ({bad.msg} at column {bad.colno}): one JSON object a line"
+        return "not valid JSON: one JSON object a line"
+    if first["type"] in ("model_attributes_type", "dict_type", "model_type") and not line.lstrip().startswith("{"):
+        return "each line must be a JSON object with a \"type\" field"
+    return _describe_validation_error(err)

@@ -47,7 +47,7 @@ import json
 import math
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Literal, Union
@@ -531,7 +531,6 @@ class World:
     record_days: np.ndarray
     truth: WorldTruth
     primary_reader: str
-    _planted_layers: list[str] = field(repr=False, default_factory=list)
 
     # ------------------------------------------------------------------ time
     @property
@@ -579,6 +578,8 @@ class World:
         The first chunk holds the definitions and everything up to ``start`` (default
         ``step``); a harness ingests the chunk, then reads beliefs at ``day``.
         """
+        if not step > 0:
+            raise ValueError(f"step must be > 0 days, got {step}")
         day = float(step if start is None else start)
         previous: float | None = None
         while True:
@@ -1145,14 +1146,14 @@ class _Generator:
 
         # planted campaigns (in-stream): after the world exists so the records use World helpers
         world = World(config=cfg, records=[], record_days=np.zeros(0), truth=None,  # type: ignore[arg-type]
-                      primary_reader=max(cfg.readers, key=lambda r: r.share).name,
-                      _planted_layers=list(cfg.planted.layers))
+                      primary_reader=max(cfg.readers, key=lambda r: r.share).name)
         world.truth = self.truth(world_ids=message_ids, position=position, all_src=all_src, row_src=row_src,
                                  row_msg=row_msg, role=role, all_t=all_t)
         planted_records, planted_days, campaigns = self.campaigns(world)
         world.truth.campaigns = campaigns
         world.truth.planted_sources = {c for camp in campaigns for c in camp.sources}
 
+        self.used_leaves = np.unique(all_src)
         records, days = self.definitions(campaign_sources=[r for r in planted_records if r["type"] == "source"])
         # events: messages (each followed by its readings), settlements and planted claims, by time
         iso = np.datetime_as_string(np.datetime64(self.start, "s") + all_t[order].astype("timedelta64[s]"), unit="s")
@@ -1218,7 +1219,8 @@ class _Generator:
             records.append(rec)
         for a, b, kind in self.relations:
             records.append({"type": "relation", "from": self.person_ids[a], "to": self.person_ids[b], "kind": kind})
-        for i, sid in enumerate(self.source_ids):
+        for i in self.used_leaves.tolist():  # a source nobody heard from is not in the store
+            sid = self.source_ids[i]
             rec = {"type": "source", "id": sid, "layers": list(self.source_layers[i])}
             if sid in self.stated_trust:
                 rec["trust"] = self.stated_trust[sid]

@@ -83,6 +83,7 @@ class BeliefFit:
         blowup_factor: float = 3.0,
         seed: int = 0,
         progress: bool = True,
+        num_threads: int | None = 1,
     ):
         if confusion not in CONFUSION_CHOICES:
             raise ValueError(f"confusion must be one of {CONFUSION_CHOICES}, not {confusion!r}")
@@ -101,6 +102,7 @@ class BeliefFit:
         self.blowup_factor = blowup_factor
         self.seed = seed
         self.progress = progress
+        self.num_threads = num_threads
 
     # ------------------------------------------------------------------ fitting
     def fit(self, evidence: Evidence, *, settlement_mask: np.ndarray | None = None,
@@ -111,14 +113,17 @@ class BeliefFit:
         (the form, one-number or confusion, is taken from it).
         """
         started = time.perf_counter()
+        if self.num_threads:
+            # tiny tensors on a shared 2-core machine: a second thread mostly waits on the first
+            torch.set_num_threads(self.num_threads)
         if evidence.n_readings == 0 and len(evidence.settle_q) == 0:
             raise NothingToFit("no readings or settlements to learn from: ingest evidence first "
                                "(`doxa ingest FILE`)")
         pyro.set_rng_seed(self.seed)
         structure = init_from.structure_ if init_from is not None else bm.ModelStructure.from_evidence(evidence)
         stream = bm.EventStream.from_evidence(evidence, structure, settlement_mask)
-        buckets = bm.make_buckets(stream, structure, events_per_step=self.events_per_step)
-        if not buckets:
+        chains = bm.make_chains(stream, structure, events_per_step=self.events_per_step)
+        if not chains:
             raise NothingToFit("no question has two or more options and any evidence: nothing to fit")
         self.structure_ = structure
         self.n_events_ = len(stream)
@@ -129,20 +134,20 @@ class BeliefFit:
         self.elbo_by_form_: dict[str, float] = {}
         if init_from is not None:
             use_confusion = init_from.confusion_
-            guide = self._make_guide(structure, buckets, use_confusion, init_from.guide_)
-            run = self._run(structure, buckets, use_confusion, guide, "refit")
+            guide = self._make_guide(structure, chains, use_confusion, init_from.guide_)
+            run = self._run(structure, chains, use_confusion, guide, "refit")
             losses += run.losses
             converged = run.converged
             self.elbo_by_form_["confusion" if use_confusion else "trust"] = -self._tail_mean(run.losses)
         else:
-            plain = self._make_guide(structure, buckets, False, None)
-            run = self._run(structure, buckets, False, plain, "trust")
+            plain = self._make_guide(structure, chains, False, None)
+            run = self._run(structure, chains, False, plain, "trust")
             losses += run.losses
             guide, use_confusion, converged = plain, False, run.converged
             self.elbo_by_form_["trust"] = -self._tail_mean(run.losses)
             if self.confusion != "off" and structure.pairs:
-                rich = self._make_guide(structure, buckets, True, plain)
-                run_c = self._run(structure, buckets, True, rich, "confusion")
+                rich = self._make_guide(structure, chains, True, plain)
+                run_c = self._run(structure, chains, True, rich, "confusion")
                 losses += run_c.losses
                 self.elbo_by_form_["confusion"] = -self._tail_mean(run_c.losses)
                 gain = self.elbo_by_form_["confusion"] - self.elbo_by_form_["trust"]
@@ -151,22 +156,22 @@ class BeliefFit:
                 if self.confusion == "on" or gain > self.confusion_margin + 3 * noise:
                     guide, use_confusion, converged = rich, True, run_c.converged
         self.guide_ = guide
-        self.buckets_ = buckets
+        self.chains_ = chains
         self.confusion_ = use_confusion
         self.losses_ = losses
         self.converged_ = converged
         self.steps_ = len(losses)
-        self.draws_ = self._draws(structure, buckets, use_confusion, guide)
+        self.draws_ = self._draws(structure, chains, use_confusion, guide)
         self.seconds_ = time.perf_counter() - started
         return self
 
-    def _model(self, structure, buckets, confusion):
+    def _model(self, structure, chains, confusion):
         def model():
-            bm.belief_model(structure, buckets, confusion=confusion)
+            bm.belief_model(structure, chains, confusion=confusion)
         return model
 
-    def _make_guide(self, structure, buckets, confusion, warm_from):
-        model = self._model(structure, buckets, confusion)
+    def _make_guide(self, structure, chains, confusion, warm_from):
+        model = self._model(structure, chains, confusion)
         with pyro.settings.context(module_local_params=True):
             if self.guide == "lowrank":
                 guide = AutoLowRankMultivariateNormal(model, init_loc_fn=init_to_mean, init_scale=0.05, rank=10)
@@ -177,9 +182,9 @@ class BeliefFit:
                 _copy_shared(warm_from, guide)
         return guide
 
-    def _run(self, structure, buckets, confusion, guide, label: str) -> _Run:
+    def _run(self, structure, chains, confusion, guide, label: str) -> _Run:
         started = time.perf_counter()
-        model = self._model(structure, buckets, confusion)
+        model = self._model(structure, chains, confusion)
         with pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
                                    validate_distributions_torch=False, validate_infer=False,
                                    validate_poutine=False):
@@ -253,8 +258,8 @@ class BeliefFit:
         return float(tail.std() / math.sqrt(max(len(tail), 1)))
 
     # ------------------------------------------------------------------ posterior
-    def _draws(self, structure, buckets, confusion, guide) -> dict[str, np.ndarray]:
-        model = self._model(structure, buckets, confusion)
+    def _draws(self, structure, chains, confusion, guide) -> dict[str, np.ndarray]:
+        model = self._model(structure, chains, confusion)
         del model
         out: dict[str, list] = {}
         with torch.no_grad(), pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
@@ -325,7 +330,7 @@ class BeliefFit:
             "n_questions": int(len(self.structure_.question_k)),
             "n_nodes": int(self.structure_.n_nodes),
             "events_per_step": self.events_per_step,
-            "subsampled": any(b.subsample is not None for b in self.buckets_),
+            "subsampled": any(b.subsample is not None for b in self.chains_),
         }
 
 

@@ -227,6 +227,9 @@ class Memory:
                 alpha, node = alpha_by_source.get(item["source"], (None, ""))
                 if math.isnan(inputs.trust[row]):
                     node = f"confusion matrix ({node})"
+            elif item["is_assistant"]:
+                llr = weight = alpha = None
+                node = "never evidence"
             else:
                 llr = weight = None
                 stated = item["stated_trust"]

@@ -27,7 +27,7 @@ Priors (all non-centred)::
 The marginal likelihood of a question is ``1ᵀ A_N ⋯ A_1 π`` with ``A_n = diag(L_n) M_n``
 (``M_n`` the change matrix over the gap before event ``n``). :func:`chain_log_marginal`
 evaluates that product as a balanced binary tree (Särkkä & García-Fernández 2021,
-"Temporal parallelization of Bayesian smoothers"): questions are bucketed by option
+"Temporal parallelization of Bayesian smoothers"): questions are grouped by option
 count and by event count rounded up to a power of two, so padding at most doubles the
 work, the sequential depth is ``log2`` of the longest question, and the cost of one
 SVI step is linear in the number of readings. :func:`forward_filter` is the plain
@@ -287,122 +287,153 @@ class EventStream:
 
 
 @dataclass
-class Bucket:
-    """Questions with ``k`` options and at most ``length`` (a power of two) events, padded."""
+class Chains:
+    """All questions with ``k`` options laid out for the tree product of :func:`chain_log_marginal`.
+
+    Each question's events are padded (with identity steps) to a power-of-two length,
+    and questions are placed longest first, so every question starts at a multiple of
+    its own padded length. Level ``ℓ`` of the tree multiplies neighbouring pairs; after
+    it, the questions of padded length ``2^ℓ`` are finished and form the tail of the
+    array, which is cut off. Padding at most doubles the work; one level is a handful
+    of tensor operations whatever the number of questions.
+    """
 
     k: int
-    length: int
-    question: torch.Tensor  # (B,)
+    question: torch.Tensor  # (B,) question index, in layout order
     kind: torch.Tensor  # (B,)
-    prior_row: torch.Tensor  # (B,) row in the k-option prior table (last row = uniform)
-    dt: torch.Tensor  # (B, P) days since the previous event (0 for the first and for padding)
-    is_settlement: torch.Tensor  # (B, P) bool
-    is_pad: torch.Tensor  # (B, P) bool
-    answer: torch.Tensor  # (B, P)
-    leaf: torch.Tensor  # (B, P)
-    reader: torch.Tensor  # (B, P)
-    logr: torch.Tensor  # (B, P, k)
-    mix: torch.Tensor  # (B, P)
-    weight: torch.Tensor  # (B, P)
-    pair: torch.Tensor  # (B, P) confusion pair (-1: use the one-number form)
+    prior_row: torch.Tensor  # (B,) row in the k-option prior table (last row: uniform)
+    size_log2: np.ndarray  # (B,) non-increasing
+    offset: np.ndarray  # (B,) first slot
+    # per slot (L,)
+    dt: torch.Tensor  # days since the previous event (0 for a first event and padding)
+    is_reading: torch.Tensor  # bool
+    fixed_like_t: torch.Tensor  # (k, L): one-hot settlements (with a tiny leak), ones for padding
+    leaf: torch.Tensor
+    reader: torch.Tensor
+    logr_t: torch.Tensor  # (k, L) log reader probabilities, options first
+    mix: torch.Tensor
+    weight: torch.Tensor
+    pair: torch.Tensor  # confusion pair, -1: one-number form
     n_events: int
     subsample: int | None = None
+
+    SLOT_FIELDS = ("dt", "is_reading", "leaf", "reader", "mix", "weight", "pair")
+    OPTION_FIELDS = ("fixed_like_t", "logr_t")
+
+    @property
+    def slot_count(self) -> torch.Tensor:
+        return torch.as_tensor(np.left_shift(1, self.size_log2))
+
+    @property
+    def has_pairs(self) -> bool:
+        return bool((self.pair >= 0).any())
 
     @property
     def n_questions(self) -> int:
         return int(self.question.shape[0])
 
     @property
-    def name(self) -> str:
-        return f"questions_k{self.k}_n{self.length}"
+    def n_slots(self) -> int:
+        return int(self.dt.shape[0])
 
-    def take(self, idx: torch.Tensor | None) -> "Bucket":
+    @property
+    def name(self) -> str:
+        return f"questions_k{self.k}"
+
+    def take(self, idx: torch.Tensor | None) -> "Chains":
+        """The chains of a subset of questions (``idx`` into layout order), laid out afresh."""
         if idx is None:
             return self
-        fields = {name: getattr(self, name).index_select(0, idx)
-                  for name in ("question", "kind", "prior_row", "dt", "is_settlement", "is_pad", "answer",
-                               "leaf", "reader", "logr", "mix", "weight", "pair")}
-        return Bucket(k=self.k, length=self.length, n_events=self.n_events, **fields)
+        chosen = np.sort(idx.numpy())  # ascending layout order keeps sizes non-increasing
+        sizes = np.left_shift(1, self.size_log2[chosen])
+        slots = _ranges(self.offset[chosen], sizes)
+        slot_t = torch.as_tensor(slots)
+        rows = torch.as_tensor(chosen)
+        fields = {name: getattr(self, name).index_select(0, slot_t) for name in self.SLOT_FIELDS}
+        fields.update({name: getattr(self, name).index_select(1, slot_t) for name in self.OPTION_FIELDS})
+        return Chains(k=self.k, question=self.question[rows], kind=self.kind[rows], prior_row=self.prior_row[rows],
+                      size_log2=self.size_log2[chosen], offset=np.r_[0, np.cumsum(sizes)[:-1]],
+                      n_events=len(slots), **fields)
 
 
-def make_buckets(stream: EventStream, structure: ModelStructure, dtype=torch.float32,
-                 events_per_step: int | None = None) -> list[Bucket]:
-    """Pad each question's events into buckets keyed by (option count, next power of two ≥ length).
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``range(s, s + n)`` for each pair, vectorised."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(np.asarray(starts, dtype=np.int64), lengths) + offsets
 
-    ``events_per_step`` sets plate subsampling: each bucket draws its share of that many
-    padded events per step (stratified by bucket, so the estimate stays unbiased).
-    """
+
+def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.float32,
+                events_per_step: int | None = None) -> list[Chains]:
+    """One :class:`Chains` per option count. ``events_per_step`` sets plate subsampling:
+    each option count draws its share of that many padded slots per step."""
     if len(stream) == 0:
         return []
     q = stream.q
     starts = np.r_[0, np.flatnonzero(np.diff(q)) + 1]
     lengths = np.diff(np.r_[starts, len(q)])
     questions = q[starts]
-    k = structure.question_k[questions]
-    keep = k >= 2  # a one-option question carries no information
-    padded = 1 << np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64)
+    k_of = structure.question_k[questions]
+    size_log2 = np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64)
+    keep = k_of >= 2  # a one-option question carries no information
+    total_slots = int(np.left_shift(1, size_log2[keep]).sum())
     n_kinds_by_k = {kk: len(structure.kinds_with_k(kk)) for kk in structure.group_ks}
+    dt_all = np.maximum(np.where(stream.rank > 0, stream.t - np.r_[stream.t[:1], stream.t[:-1]], 0.0), 0.0)
 
-    q_pos = np.full(stream.n_questions, -1, dtype=np.int64)
-    buckets: list[Bucket] = []
-    total_padded = int((padded[keep]).sum())
-    dt_all = np.where(stream.rank > 0, stream.t - np.r_[stream.t[:1], stream.t[:-1]], 0.0)
-    dt_all = np.maximum(dt_all, 0.0)
-    keys = np.unique(np.stack([k[keep], padded[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
-    for kk, length in keys.tolist():
-        members = np.flatnonzero(keep & (k == kk) & (padded == length))
-        qs = questions[members]
-        b = len(qs)
-        q_pos[qs] = np.arange(b)
-        ev = _events_of(q, starts, lengths, members)
-        row, col = q_pos[q[ev]], stream.rank[ev]
+    out: list[Chains] = []
+    for kk in np.unique(k_of[keep]).tolist():
+        members = np.flatnonzero(keep & (k_of == kk))
+        members = members[np.argsort(-size_log2[members], kind="stable")]  # longest first
+        sizes = np.left_shift(1, size_log2[members])
+        offset = np.r_[0, np.cumsum(sizes)[:-1]]
+        n_slots = int(sizes.sum())
+        ev = _ranges(starts[members], lengths[members])
+        slot = _ranges(offset, lengths[members])  # where each event goes
 
         def grid(values, fill, dtype_np):
-            out = np.full((b, length) + values.shape[1:], fill, dtype=dtype_np)
-            out[row, col] = values
-            return out
+            out_arr = np.full((n_slots,) + values.shape[1:], fill, dtype=dtype_np)
+            out_arr[slot] = values
+            return out_arr
 
+        qs = questions[members]
         kind_q = structure.question_kind[qs]
-        canonical = structure.question_canonical[qs]
-        prior_row = np.where(canonical & (structure.kind_k[kind_q] == kk), structure.kind_slot[kind_q],
-                             n_kinds_by_k.get(kk, 0))
+        canonical = structure.question_canonical[qs] & (structure.kind_k[kind_q] == kk)
+        prior_row = np.where(canonical, structure.kind_slot[kind_q], n_kinds_by_k.get(kk, 0))
+        event_question_row = np.repeat(np.arange(len(members)), lengths[members])
+        reading = ~stream.is_settlement[ev]
         pair = np.full(len(ev), -1, dtype=np.int64)
         table = structure.pairs.get(kk)
         if table is not None:
-            reading = ~stream.is_settlement[ev]
-            ok = reading & canonical[row] & (structure.kind_k[kind_q[row]] == kk)
-            pair[ok] = table.lookup(stream.leaf[ev][ok], kind_q[row][ok], structure.n_kinds)
-        is_pad = np.ones((b, length), dtype=bool)
-        is_pad[row, col] = False
+            ok = reading & canonical[event_question_row]
+            pair[ok] = table.lookup(stream.leaf[ev][ok], kind_q[event_question_row][ok], structure.n_kinds)
+        fixed = np.ones((len(ev), kk))
+        settled = np.flatnonzero(~reading)
+        fixed[settled] = SETTLEMENT_LEAK / kk
+        fixed[settled, stream.answer[ev][settled]] = 1 - SETTLEMENT_LEAK + SETTLEMENT_LEAK / kk
         subsample = None
-        if events_per_step is not None and total_padded > events_per_step:
-            subsample = int(min(b, max(1, math.ceil(b * events_per_step / total_padded))))
-        buckets.append(Bucket(
-            k=int(kk), length=int(length),
+        if events_per_step is not None and total_slots > events_per_step:
+            subsample = int(max(1, math.ceil(len(members) * events_per_step / total_slots)))
+            subsample = subsample if subsample < len(members) else None
+        out.append(Chains(
+            k=int(kk),
             question=torch.as_tensor(qs, dtype=torch.long),
             kind=torch.as_tensor(kind_q, dtype=torch.long),
             prior_row=torch.as_tensor(prior_row, dtype=torch.long),
+            size_log2=size_log2[members],
+            offset=offset,
             dt=torch.as_tensor(grid(dt_all[ev], 0.0, np.float64), dtype=dtype),
-            is_settlement=torch.as_tensor(grid(stream.is_settlement[ev], False, bool)),
-            is_pad=torch.as_tensor(is_pad),
-            answer=torch.as_tensor(grid(stream.answer[ev], 0, np.int64)),
+            is_reading=torch.as_tensor(grid(reading, False, bool)),
+            fixed_like_t=torch.as_tensor(grid(fixed, 1.0, np.float64).T.copy(), dtype=dtype),
             leaf=torch.as_tensor(grid(stream.leaf[ev], 0, np.int64)),
             reader=torch.as_tensor(grid(stream.reader[ev], 0, np.int64)),
-            logr=torch.as_tensor(grid(stream.logr[ev, :kk], 0.0, np.float64), dtype=dtype),
+            logr_t=torch.as_tensor(grid(stream.logr[ev, :kk], 0.0, np.float64).T.copy(), dtype=dtype),
             mix=torch.as_tensor(grid(stream.mix[ev], 0.0, np.float64), dtype=dtype),
             weight=torch.as_tensor(grid(stream.weight[ev], 0.0, np.float64), dtype=dtype),
             pair=torch.as_tensor(grid(pair, -1, np.int64)),
             n_events=len(ev),
-            subsample=subsample if subsample is not None and subsample < b else None,
+            subsample=subsample,
         ))
-    return buckets
-
-
-def _events_of(q: np.ndarray, starts: np.ndarray, lengths: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """Indices of the events of the question runs ``members`` (runs of a sorted q), vectorised."""
-    ln = lengths[members]
-    offsets = np.arange(ln.sum()) - np.repeat(np.cumsum(ln) - ln, ln)
-    return np.repeat(starts[members], ln) + offsets
+    return out
 
 
 # =============================================================================== latents
@@ -509,7 +540,10 @@ def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tens
     ``confusion`` (…, K, K), where given, replaces the one-number bracket by ``Σ_c r̃_c C[j, c]``.
     """
     k = logr.shape[-1]
-    r_t = torch.softmax(logr * inv_tau[..., None], dim=-1)
+    scaled = logr * inv_tau[..., None]
+    # by hand: torch's softmax kernel is several times slower over a last axis of 2–5
+    r_t = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
+    r_t = r_t / r_t.sum(dim=-1, keepdim=True)
     if confusion is None:
         a = trust[..., None]
         bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
@@ -518,48 +552,67 @@ def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tens
     return mix[..., None] / k + weight[..., None] * bracket
 
 
-def bucket_likelihood(bucket: Bucket, derived: Derived) -> torch.Tensor:
-    """(B, P, K) event likelihoods of a bucket: readings, one-hot settlements, ones for padding."""
-    k = bucket.k
-    trust = derived.trust[bucket.leaf] if derived.trust.numel() else torch.ones_like(bucket.mix)
-    inv_tau = derived.inv_temperature[bucket.reader]
-    conf = None
+def chains_likelihood(chains: Chains, derived: Derived) -> torch.Tensor:
+    """(K, L) likelihood of every slot, options first: readings under ``derived``, fixed rows for the rest.
+
+    Options-first (batch-last) layout: the K×K products of :func:`chain_log_marginal`
+    run as broadcasts over long contiguous rows, several times faster than batched
+    tiny matrix multiplies on a CPU.
+    """
+    k = chains.k
+    leaf = chains.leaf
+    scaled = chains.logr_t * derived.inv_temperature[chains.reader]
+    r_t = (scaled - scaled.detach().amax(dim=0, keepdim=True)).exp()
+    r_t = r_t / r_t.sum(dim=0, keepdim=True)
     table = derived.confusion.get(k)
-    if table is not None and bool((bucket.pair >= 0).any()):
-        own = trust_confusion_logits(derived.trust_logit[bucket.leaf], k).exp()
-        conf = torch.where((bucket.pair >= 0)[..., None, None], table[bucket.pair.clamp_min(0)], own)
-    like = reading_likelihood(bucket.logr, bucket.mix, bucket.weight, inv_tau, trust, conf)
-    onehot = torch.nn.functional.one_hot(bucket.answer, k).to(like.dtype)
-    settle = onehot * (1 - SETTLEMENT_LEAK) + SETTLEMENT_LEAK / k
-    like = torch.where(bucket.is_settlement[..., None], settle, like)
-    return torch.where(bucket.is_pad[..., None], torch.ones((), dtype=like.dtype), like)
+    if table is not None and chains.has_pairs:
+        own = trust_confusion_logits(derived.trust_logit[leaf], k).exp()  # (L, K, K)
+        conf = torch.where((chains.pair >= 0)[:, None, None], table[chains.pair.clamp_min(0)], own)
+        bracket = (conf * r_t.T[:, None, :]).sum(-1).T  # Σ_c C[j, c] r̃_c
+    else:
+        a = derived.trust[leaf] if derived.trust.numel() else torch.ones_like(chains.mix)
+        bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
+    like = chains.mix / k + chains.weight * bracket
+    return torch.where(chains.is_reading, like, chains.fixed_like_t)
 
 
-def chain_log_marginal(bucket: Bucket, derived: Derived) -> torch.Tensor:
-    """log P(all events of each question in the bucket), (B,), by a binary tree of K×K products."""
-    k = bucket.k
-    like = bucket_likelihood(bucket, derived)  # (B, P, K)
-    prior = derived.prior_table[k][bucket.prior_row]  # (B, K)
-    rate = derived.rate[bucket.kind]  # (B,)
-    rho = torch.exp(-rate[:, None] * bucket.dt)  # (B, P); padding has dt = 0 → identity
-    eye = torch.eye(k, dtype=like.dtype)
-    change = rho[..., None, None] * eye + (1 - rho)[..., None, None] * prior[:, None, :, None]
-    a = like[..., :, None] * change  # A_n = diag(L_n) M_n, (B, P, K, K)
-    log_scale = torch.zeros(a.shape[0], dtype=like.dtype)
-    while a.shape[1] > 1:
-        half = a.shape[1] // 2
-        pairs = a.reshape(a.shape[0], half, 2, k, k)
-        a = pairs[:, :, 1] @ pairs[:, :, 0]  # later @ earlier
-        # any positive rescaling cancels in the final log, so it needs no gradient
-        peak = a.detach().amax(dim=(-2, -1), keepdim=True).clamp_min(1e-30)
-        a = a / peak
-        log_scale = log_scale + peak.log().sum(dim=(1, 2, 3))
-    total = (a[:, 0] @ prior[..., None]).sum(dim=(-2, -1))
-    return total.clamp_min(1e-38).log() + log_scale
+def chain_log_marginal(chains: Chains, derived: Derived) -> torch.Tensor:
+    """log P(all events of each question), (B,) in layout order, by a binary tree of K×K products."""
+    k = chains.k
+    like = chains_likelihood(chains, derived)  # (K, L)
+    prior = derived.prior_table[k][chains.prior_row].T  # (K, B)
+    slot_prior = prior.repeat_interleave(chains.slot_count, dim=1)  # (K, L)
+    rate = derived.rate[chains.kind].repeat_interleave(chains.slot_count)
+    rho = torch.exp(-rate * chains.dt)  # padding has dt = 0 → identity
+    eye = torch.eye(k, dtype=like.dtype)[:, :, None]
+    # A_n = diag(L_n) M_n with M[i, j] = ρ[i=j] + (1-ρ) π_i; stored (K, K, L)
+    a = (like * (1 - rho) * slot_prior)[:, None, :] + eye * (like * rho)[:, None, :]
+    log_scale = torch.zeros(a.shape[-1], dtype=like.dtype)
+    finished_a, finished_scale = [], []
+    level_of = chains.size_log2
+    for level in range(int(level_of[0]) + 1 if len(level_of) else 0):
+        if level > 0:
+            pairs = a.reshape(k, k, -1, 2)
+            later, earlier = pairs[..., 1], pairs[..., 0]
+            a = (later[:, :, None, :] * earlier[None, :, :, :]).sum(1)  # later @ earlier
+            # any positive rescaling cancels in the final log, so it needs no gradient
+            peak = a.detach().amax(dim=(0, 1)).clamp_min(1e-30)
+            a = a / peak
+            log_scale = log_scale.reshape(-1, 2).sum(1) + peak.log()
+        first_done = int(np.searchsorted(-level_of, -level))  # questions of padded length 2^level
+        if first_done < len(level_of) and level_of[first_done] == level:
+            cut = int(chains.offset[first_done]) >> level
+            finished_a.append(a[..., cut:])
+            finished_scale.append(log_scale[cut:])
+            a, log_scale = a[..., :cut], log_scale[:cut]
+    products = torch.cat(finished_a[::-1], dim=-1)  # longest first, as the layout
+    scales = torch.cat(finished_scale[::-1])
+    total = (products * prior[None, :, :]).sum(dim=(0, 1))
+    return total.clamp_min(1e-38).log() + scales
 
 
 # =============================================================================== model
-def belief_model(structure: ModelStructure, buckets: list[Bucket], confusion: bool = False,
+def belief_model(structure: ModelStructure, chains: list[Chains], confusion: bool = False,
                  dtype=torch.float32) -> None:
     """The generative story (module docstring): global latents, then each question's evidence.
 
@@ -568,10 +621,10 @@ def belief_model(structure: ModelStructure, buckets: list[Bucket], confusion: bo
     """
     latents = sample_latents(structure, confusion, dtype)
     derived = derive(structure, latents)
-    for bucket in buckets:
-        with pyro.plate(bucket.name, bucket.n_questions, subsample_size=bucket.subsample) as idx:
-            part = bucket if bucket.subsample is None else bucket.take(idx)
-            pyro.factor(f"evidence_{bucket.name}", chain_log_marginal(part, derived))
+    for group in chains:
+        with pyro.plate(group.name, group.n_questions, subsample_size=group.subsample) as idx:
+            part = group if group.subsample is None else group.take(idx)
+            pyro.factor(f"evidence_{group.name}", chain_log_marginal(part, derived))
 
 
 # =============================================================================== filtering

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
@@ -252,12 +251,10 @@ def test_change_events_at_the_configured_rates(quick):
     for qid, info in quick.truth.questions.items():
         per_kind_events[info["kind"]] += len(quick.truth.change_times[qid])
         per_kind_questions[info["kind"]] += 1
-    total_z = []
     for kind, n_q in per_kind_questions.items():
         expected = quick.truth.change_rate[kind] * quick.truth.days * n_q
         z = _z(per_kind_events[kind], expected, expected)
         assert abs(z) < Z, f"{kind}: {per_kind_events[kind]} changes, expected {expected:.1f}"
-        total_z.append(z)
     for kind in quick.config.kinds:
         if kind.half_life_days is not None:
             assert quick.truth.change_rate[kind.name] == pytest.approx(math.log(2) / kind.half_life_days)
@@ -331,7 +328,8 @@ def test_planted_campaigns_in_stream(quick):
     t = quick.truth.readings
     planted = t.role == "planted"
     assert planted.sum() == sum(len(c.messages) for c in campaigns)
-    assert np.all(t.stated[planted] != t.answer[planted])
+    # false when the campaign starts; a fast-changing answer may drift into a claim within its window
+    assert (t.stated[planted] != t.answer[planted]).mean() > 0.8
     for campaign in campaigns:
         assert campaign.option != campaign.true_option
         assert campaign.true_option == quick.truth.answer_at(campaign.question, campaign.day)
@@ -397,6 +395,17 @@ def test_presets_load_and_have_their_sizes(tiny):
     quick = WorldConfig.preset("quick")
     default = WorldConfig.preset("default")
     assert quick.kinds == default.kinds and quick.people.count < default.people.count
+
+
+def test_stated_trust_is_a_noisy_view_of_the_truth(tiny):
+    world = generate_world(WorldConfig.preset("tiny").with_overrides(sources={"stated_trust_share": 0.5}))
+    stated = [r for r in world.records if r["type"] == "source" and "trust" in r]
+    assert stated and all(r["layers"][0] != "assistant" for r in stated)
+    for record in stated:
+        models.record_adapter.validate_python(record)
+    truth = np.array([world.truth.node_trust["/".join([*r["layers"], r["id"]])] for r in stated])
+    given = np.array([r["trust"] for r in stated])
+    assert np.corrcoef(truth, given)[0, 1] > 0.5
 
 
 def test_config_errors_name_the_field(tmp_path):

@@ -1,0 +1,424 @@
+"""Commands for what a task needs to know and for the organizer's operations.
+
+`context`, `search`, `ask`, and the organizer's verbs `merge`, `split`, `undo`,
+`replay`, `ops`. Registered by cli/main.py through :func:`register`. Every import
+beyond typer happens inside a command, so `doxa belief` starts no slower for them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
+JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
+AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
+ByOption = typer.Option("user", "--by", help="Who does this (recorded with the operation).")
+
+
+def _bar(p: float, width: int = 20) -> str:
+    return "█" * int(round(p * width))
+
+
+def _answers(answers: dict[str, float]) -> str:
+    return "  ".join(f"{o} {p:.2f}" for o, p in sorted(answers.items(), key=lambda kv: -kv[1]))
+
+
+def _pairs(text: Optional[str], what: str) -> dict[str, str]:
+    """'a=b,c=d' → {'a': 'b', 'c': 'd'}."""
+    from doxa.cli.main import fail
+
+    out: dict[str, str] = {}
+    for piece in (text or "").split(","):
+        if not piece.strip():
+            continue
+        if "=" not in piece:
+            fail(f"{what}: {piece!r} is not OLD=NEW; write e.g. {what} 'yes=vegetarian,no=eats fish'", 2)
+        old, new = piece.split("=", 1)
+        out[old.strip()] = new.strip()
+    return out
+
+
+def _read_jsonl(path: str, what: str) -> list[dict]:
+    from doxa.cli.main import fail
+
+    records = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as err:
+                    fail(f"{path} line {number}: not valid JSON ({err.msg}): {what} is one JSON object a line")
+                if not isinstance(value, dict):
+                    fail(f"{path} line {number}: expected a JSON object")
+                records.append(value)
+    except FileNotFoundError:
+        fail(f"no such file: {path}")
+    return records
+
+
+def _new_op_id(store, base: str) -> str:
+    from doxa.data.organizer import operations
+
+    taken = {op["id"] for op in operations(store)}
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def context(
+        task: str = typer.Argument(..., help="The task in words, e.g. \"book Maya's birthday dinner\"."),
+        at: Optional[str] = AtOption,
+        act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
+                                     help="Below this probability an answer is flagged: ask before acting."),
+        limit: int = typer.Option(20, "--limit", min=1, help="Show at most this many questions."),
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
+        from doxa.cli.main import emit_json, guarded, open_memory, parse_at
+        from doxa.inference.context import context as build
+
+        moment = parse_at(at)
+        mem = open_memory(db)
+        ctx = guarded(lambda: build(mem, task, at=moment, act_at=act_at, limit=limit))
+        if as_json:
+            emit_json(ctx.to_dict())
+            return
+        render_context(ctx)
+
+    @app.command()
+    def search(
+        words: str = typer.Argument(..., help="Words to look for in every kept message."),
+        subject: Optional[str] = typer.Option(None, "--subject", help="Only messages bearing on this subject."),
+        limit: int = typer.Option(20, "--limit", min=1, help="Show at most this many messages."),
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Full-text search (BM25) over every kept message, best first."""
+        from doxa.cli.main import console, emit_json, fail, guarded, open_memory
+        from doxa.data import search as S
+
+        mem = open_memory(db)
+        if subject is not None and subject not in {s["id"] for s in mem.store.subjects()}:
+            fail(f"no subject {subject!r}: `doxa beliefs` lists subjects' questions")
+        terms = S.tokenize(mem.store, words)
+        hits = guarded(lambda: S.search_messages(mem.store, terms, subject=subject, limit=limit))
+        if as_json:
+            emit_json({"words": words, "terms": terms, "hits": [h.to_dict() for h in hits]})
+            return
+        con = console()
+        if not hits:
+            con.print(f"No kept message matches {', '.join(terms) or 'nothing'}"
+                      + (f" among those about {subject}" if subject else "") + ".")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{len(hits)} message(s) for: {', '.join(terms)}")
+        for name in ("score", "sent", "source", "message", "text"):
+            table.add_column(name)
+        for h in hits:
+            text = h.text + (" [dim](assistant note: never evidence)[/]" if h.is_assistant else "")
+            table.add_row(f"{h.score:.2f}", f"{h.sent_at:%Y-%m-%d}", h.source, h.message, text)
+        con.print(table)
+
+    @app.command()
+    def ask(
+        question: str = typer.Argument(..., help="The question in words, e.g. \"Does Maya have allergies?\"."),
+        subject: str = typer.Option(..., "--subject", help="Whom it is about (subject id)."),
+        options: str = typer.Option(..., "--options", help="The possible answers, comma-separated: yes,no."),
+        kind: Optional[str] = typer.Option(None, "--kind", help="The question's kind (default: from its words)."),
+        question_id: Optional[str] = typer.Option(None, "--id", help="Question id (default: SUBJECT.KIND)."),
+        limit: int = typer.Option(20, "--limit", min=1, help="Read at most this many messages."),
+        at: Optional[str] = AtOption,
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """A question nobody prepared: create it, read the kept evidence, answer now."""
+        from doxa.cli.main import console, emit_json, guarded, open_memory, parse_at
+        from doxa.inference.ask import ask as run
+
+        moment = parse_at(at)
+        mem = open_memory(db)
+        answers = [o for o in options.split(",")]
+        if as_json:
+            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
+                                         at=moment, limit=limit))
+            emit_json(result.to_dict())
+            return
+        from rich.progress import Progress
+
+        with Progress(transient=True, console=console()) as bar:
+            task_id = bar.add_task("reading messages", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task_id, completed=done, total=total)
+
+            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
+                                         at=moment, limit=limit, progress=progress))
+        render_ask(result)
+
+    @app.command()
+    def merge(
+        duplicate: str = typer.Argument(..., help="The duplicate question: it becomes status 'merged'."),
+        into: str = typer.Option(..., "--into", help="The question it joins: it keeps the evidence of both."),
+        option_map: Optional[str] = typer.Option(
+            None, "--map", help="Duplicate's option=kept question's option, comma-separated "
+                                "(same-named options map by themselves)."),
+        op_id: Optional[str] = typer.Option(None, "--id", help="Operation id (default: merge-DUP-into-INTO)."),
+        by: str = ByOption,
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Merge a duplicate question into another; `doxa undo OP` reverses it exactly."""
+        from doxa.cli.main import open_memory
+
+        mem = open_memory(db)
+        record = {"type": "question_merge", "id": op_id or _new_op_id(mem.store, f"merge-{duplicate}-into-{into}"),
+                  "into": into, "from": duplicate, "by": by}
+        mapping = _pairs(option_map, "--map")
+        if mapping:
+            record["option_map"] = mapping
+        _apply(mem, record, [into], as_json)
+
+    @app.command()
+    def split(
+        question: str = typer.Argument(..., help="The question to split: it becomes status 'split'."),
+        into: str = typer.Option(..., "--into", help="JSON Lines file of the new question records."),
+        assign: Optional[str] = typer.Option(
+            None, "--assign", help="MESSAGE=NEW_QUESTION pairs, comma-separated: carry that message's "
+                                   "readings to the new question."),
+        option_map: Optional[list[str]] = typer.Option(
+            None, "--map", help="NEW_QUESTION:old=new,old=new (repeatable); same-named options map by themselves."),
+        readings: Optional[str] = typer.Option(None, "--readings",
+                                               help="JSON Lines file of new reading records for the new questions."),
+        op_id: Optional[str] = typer.Option(None, "--id", help="Operation id (default: split-QUESTION)."),
+        by: str = ByOption,
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Split one question into several; readings follow --assign and --readings."""
+        from doxa.cli.main import fail, open_memory
+
+        mem = open_memory(db)
+        new_questions = _read_jsonl(into, "a question record")
+        if not new_questions:
+            fail(f"{into} holds no question records: a split needs the new questions")
+        assigned: dict[str, list[str]] = {}
+        for message, target in _pairs(assign, "--assign").items():
+            assigned.setdefault(message, []).append(target)
+        maps: dict[str, dict[str, str]] = {}
+        for item in option_map or []:
+            if ":" not in item:
+                fail(f"--map {item!r}: write NEW_QUESTION:old=new,old=new", 2)
+            qid, pairs = item.split(":", 1)
+            maps[qid.strip()] = _pairs(pairs, "--map")
+        record = {"type": "question_split", "id": op_id or _new_op_id(mem.store, f"split-{question}"),
+                  "question": question, "into": new_questions, "assign": assigned, "by": by}
+        if maps:
+            record["option_map"] = maps
+        if readings:
+            record["readings"] = _read_jsonl(readings, "a reading record")
+        _apply(mem, record, [q.get("id") for q in new_questions], as_json)
+
+    @app.command()
+    def undo(
+        op: str = typer.Argument(..., help="The operation to undo (`doxa ops` lists them)."),
+        by: str = ByOption,
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Reverse one organizer operation exactly (a later one that depends on it must be undone first)."""
+        from doxa.cli.main import fail, open_memory
+        from doxa.data.organizer import operations
+
+        mem = open_memory(db)
+        target = next((o for o in operations(mem.store) if o["id"] == op), None)
+        if target is None:
+            fail(f"no organizer operation {op!r}: `doxa ops` lists them")
+        _apply(mem, {"type": "undo", "op": op, "by": by}, target["questions"], as_json)
+
+    @app.command()
+    def ops(
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Every organizer operation (merge, split, undo): who, when, and whether it was undone."""
+        from doxa.cli.main import console, emit_json, open_memory
+        from doxa.data.organizer import operations
+
+        mem = open_memory(db)
+        found = operations(mem.store)
+        if as_json:
+            emit_json(found)
+            return
+        if not found:
+            typer.echo("No organizer operations yet.")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{len(found)} organizer operation(s)")
+        for name in ("id", "op", "questions", "by", "at", "undone"):
+            table.add_column(name)
+        for o in found:
+            table.add_row(o["id"], o["op"], ", ".join(o["questions"]), o["by"], f"{o['at']:%Y-%m-%d %H:%M}",
+                          "yes" if o["undone"] else "")
+        console().print(table)
+
+    @app.command()
+    def replay(
+        questions: str = typer.Argument(..., help="JSON Lines file of the question records to rebuild under."),
+        to: str = typer.Option(..., "--to", help="Path of the new store (must not exist)."),
+        from_map: Optional[str] = typer.Option(
+            None, "--from", help="NEW_ID=OLD_ID pairs, comma-separated: carry an old question's readings "
+                                 "to a new id (default: the same id)."),
+        read: bool = typer.Option(False, "--read", help="Have the configured reader read kept messages for "
+                                                        "new questions nothing carried to."),
+        limit: int = typer.Option(20, "--limit", min=1, help="With --read: messages read per question."),
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Rebuild a store from the kept evidence under another set of questions."""
+        from doxa.cli.main import emit_json, fail, guarded, open_memory
+        from doxa.data.organizer import replay as run
+        from doxa.inference.memory import Memory
+
+        mem = open_memory(db)
+        records = _read_jsonl(questions, "a question record")
+        target, report = guarded(lambda: run(mem.store, to, records, from_questions=_pairs(from_map, "--from")))
+        if read and report["unread"]:
+            from doxa.inference.ask import NO_READER_HINT, read_question
+            from doxa.inference.readers import reader_from_env
+
+            reader = reader_from_env()
+            if reader is None:
+                target.close()
+                fail(NO_READER_HINT.format(question="the new questions"))
+            new_mem = Memory(target)
+            report["read"] = {}
+            for qid in report["unread"]:
+                result = guarded(lambda: read_question(new_mem, qid, reader, limit=limit))
+                report["read"][qid] = len(result.readings)
+        target.close()
+        if as_json:
+            emit_json(report)
+            return
+        typer.echo(f"Rebuilt {to}: {report['questions']} question(s); copied "
+                   + ", ".join(f"{n} {t}" for t, n in report["copied"].items()))
+        for qid, n in report["carried_readings"].items():
+            read_n = report.get("read", {}).get(qid)
+            extra = f", {read_n} read now" if read_n is not None else ""
+            typer.echo(f"  {qid}: {n} reading(s) carried{extra}")
+        if report["unread"] and not read:
+            typer.echo("Nothing carried to: " + ", ".join(report["unread"])
+                       + ". Run again with --read (and a reader configured) to read kept messages for them.")
+
+
+def _apply(mem, record: dict, show: list[str], as_json: bool) -> None:
+    """Ingest one organizer record and show the beliefs it touched."""
+    from doxa.cli.main import console, emit_json, guarded
+
+    added = guarded(lambda: mem.ingest([record]))
+    active = [q for q in show if q and _active(mem, q)]
+    beliefs = mem.beliefs(question_ids=active) if active else []
+    op = record.get("id") or f"undo:{record['op']}"
+    if as_json:
+        emit_json({"op": op, "record": record, "added": added, "beliefs": [b.to_dict() for b in beliefs]})
+        return
+    con = console()
+    verb = {"question_merge": "Merged", "question_split": "Split", "undo": "Undid"}[record["type"]]
+    what = record.get("from") or record.get("question") or record.get("op")
+    if not added:
+        con.print(f"Nothing to do: operation {op!r} is already recorded.")
+    else:
+        con.print(f"{verb} {what} (operation [bold]{op}[/]; `doxa undo {op}` reverses it)."
+                  if record["type"] != "undo" else f"{verb} {what}.")
+    for b in beliefs:
+        con.print(f"  {b.question}: {_answers(b.answers)}" + ("" if b.act else "  [yellow]ask[/]"))
+
+
+def _active(mem, question_id: str) -> bool:
+    try:
+        return mem.store.question(question_id)["status"] == "active"
+    except Exception:
+        return False
+
+
+def render_context(ctx) -> None:
+    from doxa.cli.main import console
+
+    con = console()
+    con.print(f"[bold]Context for[/] “{ctx.task}” as of {ctx.at[:10]}")
+    if ctx.note:
+        con.print(f"[yellow]{ctx.note}[/]")
+    if ctx.subjects:
+        parts = []
+        for s in ctx.subjects:
+            if s["hop"] == 0:
+                parts.append(f"[bold]{s['name']}[/] (named: “{s['label']}”)")
+            else:
+                parts.append(f"[bold]{s['name']}[/] (one hop: {s['via']})")
+        con.print("Subjects: " + " · ".join(parts))
+    if ctx.terms:
+        con.print(f"Ranked by the words: {', '.join(ctx.terms)}")
+    con.print()
+    for n, q in enumerate(ctx.questions, start=1):
+        flag = "[yellow]ASK[/]" if q.ask else "[green]act[/]"
+        con.print(f"{n:>2}. [bold]{q.question}[/] — {q.text}  {flag}")
+        con.print(f"      {_answers(q.answers)}")
+        con.print(f"      [dim]{q.reason}[/]")
+    if ctx.truncated:
+        con.print(f"   … {ctx.truncated} more (raise --limit)")
+    if not ctx.questions:
+        con.print("No questions for these subjects yet: `doxa ask` answers one from the kept messages.")
+    if ctx.instructions:
+        con.print("\n[bold]Instructions[/] (from you, kept apart from beliefs; they stand: evidence never outranks you)")
+        for i in ctx.instructions:
+            con.print(f"  {i.id} ({i.given_at[:10]}): {i.text}")
+            if i.conflict:
+                con.print(f"    [yellow]? {i.conflict['ask_user']}[/]")
+            elif i.note:
+                con.print(f"    [dim]{i.note}[/]")
+
+
+def render_ask(result) -> None:
+    from doxa.cli.main import console
+
+    con = console()
+    q = result.question
+    con.print(f"[bold]{q['id']}[/]: {q['text']} ({', '.join(q['options'])})"
+              + (" — new question" if result.created else " — existing question"))
+    con.print(f"Searched kept messages about {q['subject']} for: {', '.join(result.terms)}")
+    if result.hint is not None:
+        if result.hits:
+            con.print(f"Found {len(result.hits)} message(s) that bear on it:")
+            for h in result.hits:
+                con.print(f"  {h.message} {h.sent_at:%Y-%m-%d} {h.source}: “{h.text}” [dim](score {h.score:.2f})[/]")
+        else:
+            con.print("No kept message matches.")
+        con.print(f"[yellow]{result.hint}[/]")
+    else:
+        con.print(f"Reader {result.reader} read {len(result.readings)} message(s)"
+                  + (f" ({result.already_read} already read before)" if result.already_read else "") + ":")
+        texts = {h.message: h for h in result.hits}
+        for r in result.readings:
+            top = max(r["probs"], key=r["probs"].get)
+            h = texts.get(r["message"])
+            text = f"“{h.text}”" if h else ""
+            con.print(f"  {r['message']} {text} → {top} {r['probs'][top]:.2f}, unrelated {r['unrelated']:.2f}")
+    b = result.belief
+    if b is not None:
+        for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
+            con.print(f"  {option:<16} {p:5.2f}  {_bar(p)}")
+        verdict = "act on it" if b.act else "too uncertain to act on: ask"
+        con.print(f"  → {b.top} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s)")

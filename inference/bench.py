@@ -1,0 +1,826 @@
+"""`doxa bench`: every system of inference/baselines.py on one generated world (DESIGN §6).
+
+The harness
+
+1. draws the world (data/world.py) and replays its stream into a doxa store through
+   :meth:`Store.ingest_records`, one chunk per checkpoint; the evidence is then loaded
+   once (``at=None``) and cut by time in numpy: the readings, settlements and
+   rejections at or before a checkpoint are exactly what ``load_evidence(at=checkpoint)``
+   returns (a copy's earliest message is before any later one, so the evidence-unit rule
+   commutes with the cut);
+2. at each of ``checkpoints`` evenly spaced times, asks every system for beliefs on all
+   questions in one call and scores the questions that have at least one counted
+   reading by then against the world's true current answer
+   (:meth:`WorldTruth.answer_index_at`); doxa-learned is retrained on the evidence up to
+   the checkpoint (so only on what was settled by then) at the checkpoints in
+   ``retrain_at``;
+3. pools the (checkpoint, question) predictions per system into the metrics below,
+   then attacks each system's confident beliefs with planted claims.
+
+Metrics (each a small function here, tested in tests/test_bench.py):
+
+- accuracy of the top answer on the current true answer;
+- log-loss ``−log p(truth)`` (p clipped at 1e-6);
+- ECE over 15 equal-mass bins of the top probability, with a reliability diagram;
+- accuracy when allowed to ask: the least certain 10/20/30 % go to a person, accuracy
+  on the rest (ties in confidence are split evenly, i.e. the expectation over random
+  tie-breaking); the area under the risk–coverage curve (AURC, lower is better);
+- planted claims to flip: on beliefs held at ≥ 0.9 on the true answer at the last
+  checkpoint, ``n`` planted claims for one wrong option (``World.planted_records``,
+  each from a new throwaway source) are added for ``n = 1 … cap``; reported: the median
+  ``n`` that makes the wrong option top (``cap + 1`` when it never does);
+- learning speed (doxa-learned): accuracy and trust error ``|α_used − α_true|`` over the
+  source tree's nodes against the number of settlements seen;
+- cost: microseconds per question read, measured on each checkpoint's batch.
+
+Nothing here imports torch, pandas or matplotlib at module level; the trainer and the
+plots load them when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from doxa.data.evidence import Evidence, QuestionTable, SourceTable
+
+from . import baselines as B
+from . import params as P
+
+LOG_LOSS_FLOOR = 1e-6
+METRIC_KEYS = ("accuracy", "log_loss", "ece", "acc_at_80_coverage", "aurc", "planted_to_flip", "us_per_read")
+
+
+# ============================================================================ metrics
+def accuracy(probs: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean(np.argmax(probs, axis=1) == truth)) if len(truth) else float("nan")
+
+
+def log_loss(probs: np.ndarray, truth: np.ndarray, floor: float = LOG_LOSS_FLOOR) -> float:
+    if not len(truth):
+        return float("nan")
+    p = probs[np.arange(len(truth)), truth]
+    return float(np.mean(-np.log(np.clip(p, floor, 1.0))))
+
+
+def reliability_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 15) -> dict[str, np.ndarray]:
+    """Equal-mass bins of the top probability: mean confidence, accuracy and size per bin."""
+    order = np.argsort(confidence, kind="stable")
+    chunks = [c for c in np.array_split(order, min(n_bins, len(order))) if len(c)]
+    return {
+        "confidence": np.array([confidence[c].mean() for c in chunks]),
+        "accuracy": np.array([correct[c].mean() for c in chunks]),
+        "count": np.array([len(c) for c in chunks]),
+    }
+
+
+def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 15) -> float:
+    """``Σ_b (n_b / N) |conf_b − acc_b|`` over equal-mass bins."""
+    if not len(confidence):
+        return float("nan")
+    bins = reliability_bins(confidence, correct.astype(np.float64), n_bins)
+    return float(np.sum(bins["count"] / bins["count"].sum() * np.abs(bins["confidence"] - bins["accuracy"])))
+
+
+def _tie_groups(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Most confident first: (size, correct count) of each group of equal confidence."""
+    values, inverse = np.unique(-confidence, return_inverse=True)
+    size = np.bincount(inverse, minlength=len(values)).astype(np.float64)
+    hits = np.bincount(inverse, weights=correct.astype(np.float64), minlength=len(values))
+    return size, hits
+
+
+def expected_correct_in_top(confidence: np.ndarray, correct: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Expected number correct among the ``k`` most confident (ties broken at random), for each k."""
+    size, hits = _tie_groups(confidence, correct)
+    ends = np.cumsum(size)
+    starts = ends - size
+    cum_hits = np.r_[0.0, np.cumsum(hits)]
+    k = np.asarray(k, dtype=np.float64)
+    g = np.minimum(np.searchsorted(ends, k, side="left"), len(size) - 1)
+    return cum_hits[g] + (k - starts[g]) * hits[g] / size[g]
+
+
+def selective_accuracy(confidence: np.ndarray, correct: np.ndarray, coverage: float) -> float:
+    """Accuracy on the most confident ``coverage`` share; the rest is handed to a person."""
+    n = len(confidence)
+    if not n:
+        return float("nan")
+    keep = max(1, int(round(coverage * n)))
+    return float(expected_correct_in_top(confidence, correct, np.array([keep]))[0] / keep)
+
+
+def aurc(confidence: np.ndarray, correct: np.ndarray) -> float:
+    """Area under the risk–coverage curve: mean over k = 1…N of the error rate of the k most confident."""
+    n = len(confidence)
+    if not n:
+        return float("nan")
+    k = np.arange(1, n + 1, dtype=np.float64)
+    return float(np.mean(1.0 - expected_correct_in_top(confidence, correct, k) / k))
+
+
+def risk_coverage_curve(confidence: np.ndarray, correct: np.ndarray, points: int = 101) -> tuple[np.ndarray, np.ndarray]:
+    n = len(confidence)
+    coverage = np.linspace(1.0 / max(n, 1), 1.0, points)
+    k = np.maximum(np.round(coverage * n), 1.0)
+    return coverage, 1.0 - expected_correct_in_top(confidence, correct, k) / k
+
+
+def prediction_metrics(probs: np.ndarray, truth: np.ndarray, *, n_bins: int = 15,
+                       coverages: tuple[float, ...] = (0.9, 0.8, 0.7)) -> dict[str, float]:
+    confidence = probs.max(axis=1)
+    correct = np.argmax(probs, axis=1) == truth
+    out = {
+        "accuracy": accuracy(probs, truth),
+        "log_loss": log_loss(probs, truth),
+        "ece": expected_calibration_error(confidence, correct, n_bins),
+        "aurc": aurc(confidence, correct),
+        "mean_confidence": float(confidence.mean()) if len(confidence) else float("nan"),
+    }
+    for c in coverages:
+        out[f"acc_at_{int(round(c * 100))}_coverage"] = selective_accuracy(confidence, correct, c)
+    return out
+
+
+# ============================================================================ evidence helpers
+def evidence_until(evidence: Evidence, at: float) -> Evidence:
+    """The evidence at or before ``at`` (days since epoch): what ``load_evidence(at)`` returns."""
+    keep = evidence.t <= at
+    s_keep = evidence.settle_t <= at
+    r_keep = evidence.reject_t <= at
+    return replace(
+        evidence,
+        q=evidence.q[keep], t=evidence.t[keep], source_index=evidence.source_index[keep],
+        reader_index=evidence.reader_index[keep], probs=evidence.probs[keep], unclear=evidence.unclear[keep],
+        unrelated=evidence.unrelated[keep], one_off=evidence.one_off[keep],
+        settle_q=evidence.settle_q[s_keep], settle_t=evidence.settle_t[s_keep],
+        settle_answer=evidence.settle_answer[s_keep], settle_how=evidence.settle_how[s_keep],
+        reject_q=evidence.reject_q[r_keep], reject_t=evidence.reject_t[r_keep],
+        reject_answer=evidence.reject_answer[r_keep],
+        message=evidence.message[keep] if evidence.message is not None else None,
+        at=float(at),
+    )
+
+
+@dataclass
+class PlantedBatch:
+    """Readings of planted claims for a few questions: ``cap`` claims each, in claim order."""
+
+    question: np.ndarray  # (M,) question index
+    wrong: np.ndarray  # (M,) option index claimed
+    t: np.ndarray  # (M, cap) days since epoch
+    probs: np.ndarray  # (M, cap, K_max)
+    unclear: np.ndarray  # (M, cap)
+    unrelated: np.ndarray
+    one_off: np.ndarray
+    source_ids: np.ndarray  # (M, cap) object
+    source_paths: np.ndarray  # (M, cap) object
+    reader: str
+
+
+def planted_batch(world, evidence: Evidence, questions: np.ndarray, wrong: np.ndarray, cap: int,
+                  day: float) -> PlantedBatch:
+    """Parse :meth:`World.planted_records` for each (question, wrong option) into arrays."""
+    qt = evidence.questions
+    m = len(questions)
+    k_max = qt.k_max
+    out = PlantedBatch(question=np.asarray(questions, dtype=np.int64), wrong=np.asarray(wrong, dtype=np.int64),
+                       t=np.zeros((m, cap)), probs=np.zeros((m, cap, k_max)), unclear=np.zeros((m, cap)),
+                       unrelated=np.zeros((m, cap)), one_off=np.zeros((m, cap)),
+                       source_ids=np.empty((m, cap), dtype=object), source_paths=np.empty((m, cap), dtype=object),
+                       reader=world.primary_reader)
+    for i, (qi, w) in enumerate(zip(out.question.tolist(), out.wrong.tolist())):
+        qid = str(qt.ids[qi])
+        options = qt.options[qi]
+        records = world.planted_records(qid, options[w], cap, day)
+        layers = {r["id"]: "/".join(r["layers"]) + "/" + r["id"] for r in records if r["type"] == "source"}
+        sent = {r["id"]: (r["source"], r["sent_at"]) for r in records if r["type"] == "message"}
+        readings = [r for r in records if r["type"] == "reading"]
+        for n, r in enumerate(readings):
+            source, sent_at = sent[r["message"]]
+            out.t[i, n] = world.epoch_day(world.day_of(sent_at))
+            out.probs[i, n, :len(options)] = [r["probs"][o] for o in options]
+            out.unclear[i, n], out.unrelated[i, n] = r["unclear"], r["unrelated"]
+            out.one_off[i, n] = r.get("one_off", 0.0)
+            out.source_ids[i, n], out.source_paths[i, n] = source, layers[source]
+            out.reader = r["reader"]
+    return out
+
+
+def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.ndarray]:
+    """Pseudo-questions ``(m, n)``: question ``batch.question[m]`` plus its first ``n`` planted claims.
+
+    Returns the evidence of all ``M × (cap + 1)`` pseudo-questions (every system scores
+    them in one call) and their indices ``(M, cap + 1)``.
+    """
+    qt = evidence.questions
+    m, cap = batch.t.shape
+    levels = cap + 1
+    base_q = np.repeat(batch.question, levels)  # pseudo p → original question
+    level = np.tile(np.arange(levels), m)
+    n_pseudo = len(base_q)
+
+    starts = np.searchsorted(evidence.q, np.arange(len(qt.ids)), side="left")
+    ends = np.searchsorted(evidence.q, np.arange(len(qt.ids)), side="right")
+    base_rows = [np.arange(starts[q], ends[q]) for q in base_q.tolist()]
+    row_pseudo = np.repeat(np.arange(n_pseudo), [len(r) for r in base_rows])
+    rows = np.concatenate(base_rows) if base_rows else np.zeros(0, dtype=np.int64)
+
+    # planted rows: pseudo (m, n) holds claims 0..n-1 of m
+    plant_m = np.repeat(np.arange(m), levels)
+    n_claims = level
+    p_pseudo = np.repeat(np.arange(n_pseudo), n_claims)
+    p_claim = np.concatenate([np.arange(n) for n in n_claims.tolist()]) if n_pseudo else np.zeros(0, dtype=np.int64)
+    p_m = plant_m[p_pseudo]
+
+    n_src = len(evidence.sources.ids)
+    planted_ids = batch.source_ids.reshape(-1)
+    planted_paths = batch.source_paths.reshape(-1)
+    p_source = n_src + p_m * cap + p_claim
+    readers = evidence.readers
+    if batch.reader in set(readers.tolist()):
+        reader_index = int(np.flatnonzero(readers == batch.reader)[0])
+    else:
+        readers = np.r_[readers, np.array([batch.reader], dtype=object)]
+        reader_index = len(readers) - 1
+
+    q = np.r_[row_pseudo, p_pseudo].astype(np.int64)
+    t = np.r_[evidence.t[rows], batch.t[p_m, p_claim]]
+    order = np.lexsort((t, q))
+    s_rows, s_pseudo = _copy_rows(evidence.settle_q, base_q)
+    r_rows, r_pseudo = _copy_rows(evidence.reject_q, base_q)
+
+    questions = QuestionTable(
+        ids=np.array([f"{qt.ids[b]}#{n}" for b, n in zip(base_q.tolist(), level.tolist())], dtype=object),
+        subjects=qt.subjects[base_q], kinds=qt.kinds[base_q], texts=qt.texts[base_q], shapes=qt.shapes[base_q],
+        options=[qt.options[b] for b in base_q.tolist()], n_options=qt.n_options[base_q],
+        options_key=qt.options_key[base_q],
+    )
+    aug = Evidence(
+        questions=questions,
+        q=q[order], t=t[order],
+        source_index=np.r_[evidence.source_index[rows], p_source][order].astype(np.int64),
+        reader_index=np.r_[evidence.reader_index[rows], np.full(len(p_pseudo), reader_index)][order].astype(np.int64),
+        probs=np.vstack([evidence.probs[rows], batch.probs[p_m, p_claim]])[order],
+        unclear=np.r_[evidence.unclear[rows], batch.unclear[p_m, p_claim]][order],
+        unrelated=np.r_[evidence.unrelated[rows], batch.unrelated[p_m, p_claim]][order],
+        one_off=np.r_[evidence.one_off[rows], batch.one_off[p_m, p_claim]][order],
+        settle_q=s_pseudo.astype(np.int64), settle_t=evidence.settle_t[s_rows],
+        settle_answer=evidence.settle_answer[s_rows], settle_how=evidence.settle_how[s_rows],
+        reject_q=r_pseudo.astype(np.int64), reject_t=evidence.reject_t[r_rows],
+        reject_answer=evidence.reject_answer[r_rows],
+        sources=SourceTable(ids=np.r_[evidence.sources.ids, planted_ids].astype(object),
+                            paths=np.r_[evidence.sources.paths, planted_paths].astype(object),
+                            trust=np.r_[evidence.sources.trust, np.full(len(planted_ids), np.nan)]),
+        readers=readers,
+        at=float(batch.t.max()) if batch.t.size else evidence.at,
+    )
+    return aug, np.arange(n_pseudo).reshape(m, levels)
+
+
+def _copy_rows(row_q: np.ndarray, base_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``row_q`` (sorted or not) repeated for every pseudo-question of their question."""
+    order = np.argsort(row_q, kind="stable")
+    lo = np.searchsorted(row_q[order], base_q, side="left")
+    hi = np.searchsorted(row_q[order], base_q, side="right")
+    pseudo = np.repeat(np.arange(len(base_q)), hi - lo)
+    rows = np.concatenate([order[a:b] for a, b in zip(lo.tolist(), hi.tolist())]) if len(base_q) else order[:0]
+    return rows.astype(np.int64), pseudo.astype(np.int64)
+
+
+def flips_needed(probs: np.ndarray, pseudo: np.ndarray, wrong: np.ndarray) -> np.ndarray:
+    """Smallest n ≥ 1 whose top answer is the planted one; ``cap + 1`` where none is."""
+    top = np.argmax(probs, axis=1)[pseudo]  # (M, cap + 1)
+    flipped = top[:, 1:] == wrong[:, None]
+    cap = pseudo.shape[1] - 1
+    return np.where(flipped.any(axis=1), flipped.argmax(axis=1) + 1, cap + 1)
+
+
+# ============================================================================ settings
+@dataclass
+class BenchSettings:
+    """Knobs of one bench run (``quick()`` fits the 60-second budget)."""
+
+    checkpoints: int = 10
+    retrain_at: tuple[int, ...] = (1, 4, 7)  # checkpoint indices where doxa-learned is refitted
+    train_steps: int = 400
+    train_confusion: str = "off"
+    planted_cap: int = 20
+    planted_questions: int = 150
+    ece_bins: int = 15
+    coverages: tuple[float, ...] = (0.9, 0.8, 0.7)
+    systems: tuple[str, ...] = B.SYSTEM_NAMES
+    seed: int = 0
+
+    @classmethod
+    def quick(cls) -> "BenchSettings":
+        return cls(checkpoints=6, retrain_at=(2,), train_steps=150, planted_questions=60)
+
+
+# ============================================================================ the trainer
+def nightly_trainer(max_steps: int, *, confusion: str = "off", seed: int = 0) -> Callable[[Evidence], dict]:
+    """The nightly fit as a function of the evidence (torch and pyro load on first call).
+
+    Uses :mod:`doxa.inference.train` when it offers ``params_from_evidence``; otherwise
+    fits :class:`doxa.inference.fit.BeliefFit` and publishes its document as is.
+    """
+
+    def train(evidence: Evidence) -> dict[str, Any]:
+        try:
+            from doxa.inference import train as nightly
+        except ModuleNotFoundError as err:
+            if err.name != "doxa.inference.train":
+                raise
+            nightly = None
+        if nightly is not None and hasattr(nightly, "params_from_evidence"):
+            return nightly.params_from_evidence(evidence, max_steps=max_steps, confusion=confusion, seed=seed)
+        from doxa.inference.fit import BeliefFit
+
+        fit = BeliefFit(max_steps=max_steps, min_steps=min(150, max_steps), confusion=confusion, seed=seed,
+                        progress=False, n_draws=100).fit(evidence)
+        return fit.params_document()
+
+    return train
+
+
+def trainer_available() -> str | None:
+    """None when the nightly fit can run here, else why not."""
+    try:
+        import doxa.inference.fit  # noqa: F401
+    except ModuleNotFoundError as err:
+        return f"the nightly fit is not installed ({err.name} missing)"
+    return None
+
+
+def crowdkit_available() -> str | None:
+    try:
+        import crowdkit.aggregation  # noqa: F401
+    except ModuleNotFoundError:
+        return "crowd-kit is not installed: pip install 'doxa[test]' (or crowd-kit>=1.4)"
+    return None
+
+
+# ============================================================================ results
+@dataclass
+class BenchResult:
+    world: dict[str, Any]
+    settings: dict[str, Any]
+    systems: list[dict[str, Any]]
+    checkpoints: list[dict[str, Any]]
+    reliability: dict[str, dict[str, list[float]]]
+    risk_coverage: dict[str, dict[str, list[float]]]
+    learning: list[dict[str, Any]]
+    planted: dict[str, dict[str, Any]]
+    timings: dict[str, float]
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean(asdict(self))
+
+    def summary(self) -> dict[str, Any]:
+        """The `--json` answer: one row per system with the headline metrics, and the world."""
+        rows = []
+        for row in self.systems:
+            item = {"system": row["system"]}
+            item.update({k: row.get(k) for k in METRIC_KEYS})
+            for extra in ("acc_at_90_coverage", "acc_at_70_coverage", "planted_held_share", "status", "note"):
+                if extra in row:
+                    item[extra] = row[extra]
+            rows.append(item)
+        return _clean({"systems": rows, "world": self.world, "files": self.files})
+
+
+def _clean(value):
+    """JSON-safe: numpy → Python, NaN/inf → None."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+# ============================================================================ the run
+Progress = Callable[[str, float], None]
+
+
+def _no_progress(description: str, advance: float) -> None:
+    return None
+
+
+def world_summary(world, evidence: Evidence, ingest_counts: dict[str, int]) -> dict[str, Any]:
+    t = world.truth
+    cfg = world.config
+    return {
+        "name": cfg.name,
+        "seed": cfg.seed,
+        "days": float(t.days),
+        "start": world.start.date().isoformat(),
+        "people": cfg.people.count,
+        "questions": len(t.questions),
+        "sources": int(sum(1 for r in world.records if r["type"] == "source")),
+        "messages": int(ingest_counts.get("messages", 0)),
+        "readings": int(ingest_counts.get("readings", 0)),
+        "counted_readings": int(evidence.n_readings),
+        "settlements": int(len(evidence.settle_q)),
+        "planted_campaigns": len(t.campaigns),
+        "kinds": len(t.prior),
+        "reader_temperature": dict(t.reader_temperature),
+        "half_life_days": {k: round(math.log(2) / r, 1) for k, r in t.change_rate.items()},
+    }
+
+
+def trust_error(params: dict[str, Any], world) -> dict[str, float]:
+    """``|α_used − α_true|`` over the world's source tree, as the scorer would use ``params``.
+
+    ``nodes``: mean over internal nodes (layers); ``leaves``: mean over sources weighted
+    by their messages. Assistant and planted nodes are left out (never evidence / new).
+    """
+    params = P.with_defaults(params)
+    t = world.truth
+    parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
+    internal, leaves, weights = [], [], []
+    for node, alpha in t.node_trust.items():
+        if node.startswith("assistant") or node.rsplit("/", 1)[-1] in t.planted_sources:
+            continue
+        used, _ = P.trust_for_source(params, node, None)
+        if node in parents:
+            internal.append(abs(used - alpha))
+        else:
+            leaves.append(abs(used - alpha))
+            weights.append(t.node_messages.get(node, 0))
+    w = np.asarray(weights, dtype=np.float64)
+    return {
+        "nodes": float(np.mean(internal)) if internal else float("nan"),
+        "leaves": float(np.average(leaves, weights=w)) if len(leaves) and w.sum() > 0 else float("nan"),
+    }
+
+
+def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
+        trainer: Callable[[Evidence], dict] | None = None, progress: Progress | None = None) -> BenchResult:
+    """Replay ``world`` into a store at ``db`` and benchmark every system on it."""
+    from doxa.data.store import Store
+
+    settings = settings or BenchSettings()
+    tick = progress or _no_progress
+    timings: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    started = time.perf_counter()
+
+    # ------------------------------------------------------------- replay into the store
+    n_cp = settings.checkpoints
+    days = np.linspace(world.end_day / n_cp, world.end_day, n_cp)
+    store = Store.open(db)
+    counts: dict[str, int] = {}
+    t0 = time.perf_counter()
+    previous = None
+    for day in days.tolist():
+        added = store.ingest_records(world.records_until(day, since=previous))
+        for table, n in added.items():
+            counts[table] = counts.get(table, 0) + n
+        previous = day
+        tick("replaying the stream into the store", 1)
+    timings["ingest_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    evidence = store.load_evidence(None)
+    timings["load_s"] = time.perf_counter() - t0
+    if db == ":memory:":
+        store.close()
+
+    qt = evidence.questions
+    qids = qt.ids.tolist()
+    epoch_days = np.array([world.epoch_day(d) for d in days.tolist()])
+
+    # ------------------------------------------------------------- systems
+    wanted = tuple(settings.systems)
+    if trainer is None and "doxa-learned" in wanted:
+        why = trainer_available()
+        if why is None:
+            trainer = nightly_trainer(settings.train_steps, confusion=settings.train_confusion, seed=settings.seed)
+        else:
+            notes["doxa-learned"] = why
+    if "dawid-skene" in wanted:
+        why = crowdkit_available()
+        if why:
+            notes["dawid-skene"] = why
+    systems = [s for s in B.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
+    learned = next((s for s in systems if isinstance(s, B.LearnedDoxa)), None)
+
+    per_system: dict[str, dict[str, list]] = {s.name: {"probs": [], "truth": [], "seconds": 0.0, "reads": 0}
+                                              for s in systems}
+    checkpoint_rows: list[dict[str, Any]] = []
+    learning: list[dict[str, Any]] = []
+    final_probs: dict[str, np.ndarray] = {}
+    final_truth = final_eval = None
+    for i, (day, at) in enumerate(zip(days.tolist(), epoch_days.tolist())):
+        ev = evidence_until(evidence, at)
+        has = np.bincount(ev.q, minlength=len(qids)) > 0
+        idx = np.flatnonzero(has)
+        truth = np.array([world.truth.answer_index_at(qids[j], day) for j in idx.tolist()], dtype=np.int64)
+        row = {"checkpoint": i, "day": day, "evaluated": int(len(idx)), "settlements": int(len(ev.settle_q)),
+               "readings": int(ev.n_readings), "accuracy": {}}
+        if learned is not None and i in settings.retrain_at:
+            tick(f"training doxa-learned at day {day:.0f}", 0)
+            t0 = time.perf_counter()
+            try:
+                learned.fit(ev, at)
+            except Exception as err:  # a failed fit publishes nothing: keep the previous params
+                notes.setdefault("doxa-learned", f"fit at day {day:.0f} failed: {err}")
+            timings["train_s"] = timings.get("train_s", 0.0) + time.perf_counter() - t0
+        for system in systems:
+            tick(f"day {day:.0f}: {system.name}", 0)
+            t0 = time.perf_counter()
+            probs = system.predict(ev, at)
+            elapsed = time.perf_counter() - t0
+            acc = per_system[system.name]
+            acc["seconds"] += elapsed
+            acc["reads"] += len(qids)
+            acc["probs"].append(probs[idx])
+            acc["truth"].append(truth)
+            row["accuracy"][system.name] = accuracy(probs[idx], truth)
+            if i == n_cp - 1:
+                final_probs[system.name] = probs
+        if learned is not None:
+            learning.append({"checkpoint": i, "day": day, "settlements": int(len(ev.settle_q)),
+                             "accuracy": row["accuracy"].get("doxa-learned"),
+                             "trained": i in settings.retrain_at,
+                             "trust_error": trust_error(learned.params_, world)})
+        checkpoint_rows.append(row)
+        final_truth, final_eval = truth, idx
+        tick("checkpoints", 1)
+    timings["systems_s"] = {s.name: per_system[s.name]["seconds"] for s in systems}
+
+    # ------------------------------------------------------------- planted claims
+    t0 = time.perf_counter()
+    planted = planted_resistance(world, evidence_until(evidence, epoch_days[-1]), systems, final_probs,
+                                 final_eval, final_truth, days[-1], settings, tick)
+    timings["planted_s"] = time.perf_counter() - t0
+
+    # ------------------------------------------------------------- pool
+    rows, reliability, risk = [], {}, {}
+    for name in wanted:
+        if name in notes and name not in per_system:
+            rows.append({"system": name, "status": "missing", "note": notes[name],
+                         **{k: None for k in METRIC_KEYS}})
+            continue
+        acc = per_system[name]
+        probs = np.vstack(acc["probs"])
+        truth = np.concatenate(acc["truth"])
+        metrics = prediction_metrics(probs, truth, n_bins=settings.ece_bins, coverages=settings.coverages)
+        confidence = probs.max(axis=1)
+        correct = np.argmax(probs, axis=1) == truth
+        bins = reliability_bins(confidence, correct.astype(np.float64), settings.ece_bins)
+        reliability[name] = {k: v.tolist() for k, v in bins.items()}
+        cov, rsk = risk_coverage_curve(confidence, correct)
+        risk[name] = {"coverage": cov.tolist(), "risk": rsk.tolist()}
+        flips = planted.get(name, {})
+        row = {"system": name, "status": "ok", **metrics,
+               "planted_to_flip": flips.get("median"), "planted_held_share": flips.get("held_share"),
+               "planted_tested": flips.get("tested", 0),
+               "us_per_read": 1e6 * acc["seconds"] / max(acc["reads"], 1),
+               "n_evaluated": int(len(truth))}
+        if name in notes:
+            row["note"] = notes[name]
+        if name == "doxa-learned" and learned is not None:
+            row["fits"] = learned.fits_
+        rows.append(row)
+    timings["total_s"] = time.perf_counter() - started
+    return BenchResult(
+        world=world_summary(world, evidence, counts),
+        settings=asdict(settings),
+        systems=rows,
+        checkpoints=checkpoint_rows,
+        reliability=reliability,
+        risk_coverage=risk,
+        learning=learning,
+        planted=planted,
+        timings=timings,
+    )
+
+
+def planted_resistance(world, evidence: Evidence, systems: list[B.System], final_probs: dict[str, np.ndarray],
+                       evaluated: np.ndarray, truth: np.ndarray, day: float, settings: BenchSettings,
+                       tick: Progress) -> dict[str, dict[str, Any]]:
+    """For each system: planted claims needed to flip its confident, correct beliefs (see module doc)."""
+    cap = settings.planted_cap
+    rng = np.random.default_rng(settings.seed)
+    qt = evidence.questions
+    # one wrong option per question, the same for every system
+    wrong_all = np.zeros(len(qt.ids), dtype=np.int64)
+    truth_all = np.full(len(qt.ids), -1, dtype=np.int64)
+    truth_all[evaluated] = truth
+    offset = rng.integers(1, np.maximum(qt.n_options, 2))
+    wrong_all[evaluated] = (truth + offset[evaluated]) % qt.n_options[evaluated]
+    batches: dict[int, PlantedBatch] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for system in systems:
+        probs = final_probs[system.name]
+        top = np.argmax(probs[evaluated], axis=1)
+        confident = evaluated[(probs[evaluated].max(axis=1) >= 0.9) & (top == truth)]
+        if not len(confident):
+            out[system.name] = {"tested": 0, "median": None, "held_share": None}
+            continue
+        pick = np.sort(np.random.default_rng([settings.seed, 1]).permutation(confident)[:settings.planted_questions])
+        missing = [int(q) for q in pick.tolist() if q not in batches]
+        if missing:
+            fresh = planted_batch(world, evidence, np.array(missing), wrong_all[missing], cap, day)
+            for i, q in enumerate(missing):
+                batches[q] = PlantedBatch(
+                    question=fresh.question[i:i + 1], wrong=fresh.wrong[i:i + 1], t=fresh.t[i:i + 1],
+                    probs=fresh.probs[i:i + 1], unclear=fresh.unclear[i:i + 1], unrelated=fresh.unrelated[i:i + 1],
+                    one_off=fresh.one_off[i:i + 1], source_ids=fresh.source_ids[i:i + 1],
+                    source_paths=fresh.source_paths[i:i + 1], reader=fresh.reader)
+        parts = [batches[int(q)] for q in pick.tolist()]
+        batch = PlantedBatch(
+            question=np.concatenate([b.question for b in parts]), wrong=np.concatenate([b.wrong for b in parts]),
+            t=np.vstack([b.t for b in parts]), probs=np.vstack([b.probs for b in parts]),
+            unclear=np.vstack([b.unclear for b in parts]), unrelated=np.vstack([b.unrelated for b in parts]),
+            one_off=np.vstack([b.one_off for b in parts]), source_ids=np.vstack([b.source_ids for b in parts]),
+            source_paths=np.vstack([b.source_paths for b in parts]), reader=parts[0].reader)
+        aug, pseudo = with_planted(evidence, batch)
+        tick(f"planted claims: {system.name}", 0)
+        aug_probs = system.predict(aug, float(batch.t.max()) + 1.0 / 1440.0)
+        flips = flips_needed(aug_probs, pseudo, batch.wrong)
+        out[system.name] = {
+            "tested": int(len(flips)),
+            "median": float(np.median(flips)),
+            "held_share": float(np.mean(flips > cap)),
+            "histogram": np.bincount(flips, minlength=cap + 2).tolist(),
+        }
+        tick("planted claims", 1)
+    return out
+
+
+# ============================================================================ the report
+def write_report(result: BenchResult, out_dir: str | Path) -> list[str]:
+    """results.json, report.md and the plots into ``out_dir``; returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    ok = [r for r in result.systems if r.get("status") == "ok"]
+    names = [r["system"] for r in ok]
+    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(B.SYSTEM_NAMES)}
+
+    # reliability diagram, one panel per system
+    cols = 3
+    rows_n = max(1, math.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.4 * cols, 3.2 * rows_n), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        rel = result.reliability[name]
+        ax.plot([0, 1], [0, 1], color="0.7", lw=1)
+        ax.plot(rel["confidence"], rel["accuracy"], "o-", color=colours[name], ms=3)
+        ece = next(r["ece"] for r in ok if r["system"] == name)
+        ax.set_title(f"{name} (ECE {ece:.3f})", fontsize=9)
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(0, 1.02)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    fig.supxlabel("stated probability of the top answer (15 equal-mass bins)", fontsize=9)
+    fig.supylabel("share correct", fontsize=9)
+    fig.tight_layout()
+    written.append(out / "reliability.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    # risk–coverage
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in names:
+        rc = result.risk_coverage[name]
+        ax.plot(rc["coverage"], rc["risk"], label=name, color=colours[name], lw=1.4)
+    ax.set_xlabel("coverage (share answered without asking)")
+    ax.set_ylabel("error rate on the answered")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    written.append(out / "risk_coverage.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    # accuracy over time
+    fig, ax = plt.subplots(figsize=(6, 4))
+    days = [c["day"] for c in result.checkpoints]
+    for name in names:
+        ax.plot(days, [c["accuracy"].get(name) for c in result.checkpoints], "o-", ms=3, label=name,
+                color=colours[name], lw=1.2)
+    ax.set_xlabel("world day")
+    ax.set_ylabel("accuracy on the current true answer")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    written.append(out / "accuracy_over_time.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    # learning speed
+    if result.learning:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
+        xs = [p["settlements"] for p in result.learning]
+        a1.plot(xs, [p["accuracy"] for p in result.learning], "o-", color=colours["doxa-learned"], label="doxa-learned")
+        oracle_acc = [c["accuracy"].get("oracle") for c in result.checkpoints]
+        if any(v is not None for v in oracle_acc):
+            a1.plot(xs, oracle_acc, "--", color=colours["oracle"], label="oracle")
+        a1.set_xlabel("settlements seen")
+        a1.set_ylabel("accuracy")
+        a1.legend(fontsize=7)
+        a2.plot(xs, [p["trust_error"]["nodes"] for p in result.learning], "o-", label="layers (mean)")
+        a2.plot(xs, [p["trust_error"]["leaves"] for p in result.learning], "s-", label="sources (message-weighted)")
+        a2.set_xlabel("settlements seen")
+        a2.set_ylabel("|α used − α true|")
+        a2.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(out / "learning.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+
+    result.files = [str(p) for p in written] + [str(out / "report.md"), str(out / "results.json")]
+    (out / "results.json").write_text(json.dumps(result.to_dict(), indent=1))
+    (out / "report.md").write_text(render_markdown(result, [p.name for p in written]))
+    return result.files
+
+
+def _fmt(value, spec: str = ".3f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return format(value, spec)
+
+
+def table_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the headline table (shared by the terminal and Markdown)."""
+    cap = result.settings.get("planted_cap", 20)
+    header = ["system", "accuracy", "log-loss", "ECE", "acc @80% (ask 20%)", "AURC", "planted to flip",
+              "µs/read"]
+    rows = []
+    for r in result.systems:
+        if r.get("status") != "ok":
+            rows.append([r["system"], "missing", "", "", "", "", "", r.get("note", "")])
+            continue
+        flip = r.get("planted_to_flip")
+        flip_s = "—" if flip is None else (f">{cap}" if flip > cap else f"{flip:g}")
+        rows.append([r["system"], _fmt(r["accuracy"]), _fmt(r["log_loss"]), _fmt(r["ece"]),
+                     _fmt(r["acc_at_80_coverage"]), _fmt(r["aurc"]), flip_s, _fmt(r["us_per_read"], ".2f")])
+    return header, rows
+
+
+def render_markdown(result: BenchResult, images: list[str]) -> str:
+    w = result.world
+    s = result.settings
+    header, rows = table_rows(result)
+    lines = [f"# doxa bench — world `{w['name']}` (seed {w['seed']})", ""]
+    lines.append(f"{w['people']} people, {w['questions']} questions, {w['messages']} messages, "
+                 f"{w['readings']} readings ({w['counted_readings']} counted), {w['settlements']} settlements, "
+                 f"{w['planted_campaigns']} planted campaigns over {w['days']:.0f} days. "
+                 f"{s['checkpoints']} checkpoints; doxa-learned retrained at checkpoints "
+                 f"{list(s['retrain_at'])} ({s['train_steps']} SVI steps max).")
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "Metrics pool every (checkpoint, question with evidence) pair. `acc @80%`: accuracy on the "
+              "80 % most confident answers (the other 20 % handed to a person). AURC: area under the "
+              "risk–coverage curve (lower is better). Planted to flip: median number of planted claims "
+              f"(new throwaway sources) that turn a belief held at ≥ 0.9 to the planted answer; >{s['planted_cap']} "
+              "means most held. µs/read: time to score one question within the batch."]
+    more = [r for r in result.systems if r.get("status") == "ok"]
+    if more:
+        lines += ["", "| system | acc @90% | acc @70% | planted: tested | held all | mean confidence |",
+                  "|---|---|---|---|---|---|"]
+        for r in more:
+            lines.append(f"| {r['system']} | {_fmt(r.get('acc_at_90_coverage'))} | {_fmt(r.get('acc_at_70_coverage'))}"
+                         f" | {r.get('planted_tested', 0)} | {_fmt(r.get('planted_held_share'), '.2f')}"
+                         f" | {_fmt(r.get('mean_confidence'))} |")
+    if result.learning:
+        lines += ["", "## Learning speed (doxa-learned)", "",
+                  "| checkpoint | day | settlements seen | retrained | accuracy | trust error, layers | "
+                  "trust error, sources |", "|---|---|---|---|---|---|---|"]
+        for p in result.learning:
+            lines.append(f"| {p['checkpoint']} | {p['day']:.0f} | {p['settlements']} | {'yes' if p['trained'] else ''}"
+                         f" | {_fmt(p['accuracy'])} | {_fmt(p['trust_error']['nodes'])} | "
+                         f"{_fmt(p['trust_error']['leaves'])} |")
+    lines += ["", "## Accuracy at each checkpoint", ""]
+    names = [r["system"] for r in more]
+    lines += ["| day | evaluated | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for c in result.checkpoints:
+        lines.append(f"| {c['day']:.0f} | {c['evaluated']} | "
+                     + " | ".join(_fmt(c["accuracy"].get(n)) for n in names) + " |")
+    lines += ["", "## Plots", ""] + [f"![{img}]({img})" for img in images]
+    t = result.timings
+    lines += ["", "## Time", "", f"total {t.get('total_s', 0):.1f} s: ingest {t.get('ingest_s', 0):.1f} s, "
+              f"load {t.get('load_s', 0):.1f} s, training {t.get('train_s', 0):.1f} s, "
+              f"planted claims {t.get('planted_s', 0):.1f} s."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,253 @@
+"""What a task needs to know: `doxa context "book Maya's birthday dinner"` (DESIGN §5).
+
+Beliefs form a graph: subjects → their questions; subjects → related subjects. For a
+task, :func:`context`
+
+1. finds the subjects it names, by name, id or alias, as whole words in any case and
+   with any punctuation ("Maya's", "MAYA," and the alias "my sister" all name Maya);
+2. steps one hop out along relations, either direction (Sam, Maya's partner, who will
+   be at the dinner: no search on "Maya" finds that Sam is vegetarian);
+3. ranks those subjects' questions by relevance to the task::
+
+       relevance = (FLOOR + bm25 / max bm25) · HOP_DECAY ** hop
+
+   where ``bm25`` scores the task's words (without the subjects' own names, which every
+   candidate shares, and without stop words) against each question's text and kind
+   (data/search.py), so a question matching the task comes first, a question of a
+   named subject before the same of a related one, and a related subject's question
+   that matches the task before a named subject's question that matches nothing;
+4. returns every answer of each with its probability, an ``ask`` flag where the top
+   answer is below the act threshold (an uncertain answer is shown as uncertain, not
+   hidden), and a one-line reason;
+5. returns the instructions for the same subjects beside the beliefs, never merged with
+   them. Where the current belief cuts against the answer an instruction rests on (its
+   top answer is another), the instruction still stands and a question for the user is
+   attached: "… Keep following “Avoid loud restaurants for Maya”?".
+
+Reads are logged like any other read (see :class:`doxa.inference.memory.Memory`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from doxa.data import search
+
+from .memory import Belief, Memory, utc_now
+
+#: Weight of a question that matches no word of the task, relative to the best match.
+FLOOR = 0.1
+#: Each hop along a relation halves a question's relevance.
+HOP_DECAY = 0.5
+DEFAULT_LIMIT = 20
+
+
+@dataclass
+class ContextQuestion:
+    question: str
+    subject: str | None
+    subject_name: str | None
+    text: str
+    kind: str
+    hop: int | None  # 0: named in the task; 1: one relation away; None: found by words alone
+    via: str | None  # "Sam is Maya's partner"
+    relevance: float
+    bm25: float
+    matched: list[str]
+    answers: dict[str, float]
+    top: str | None
+    p_top: float
+    ask: bool
+    n_evidence: int
+    reason: str
+
+
+@dataclass
+class ContextInstruction:
+    id: str
+    subject: str | None
+    text: str
+    given_at: str
+    rests_on: dict[str, str] | None
+    stands: bool = True  # evidence never outranks the user
+    conflict: dict[str, Any] | None = None
+    note: str | None = None
+
+
+@dataclass
+class Context:
+    task: str
+    at: str
+    act_at: float
+    subjects: list[dict[str, Any]]
+    questions: list[ContextQuestion]
+    instructions: list[ContextInstruction]
+    terms: list[str]
+    note: str | None = None
+    params_version: int | None = None
+    truncated: int = 0  # questions left out by the limit
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def conflicts(self) -> list[ContextInstruction]:
+        return [i for i in self.instructions if i.conflict is not None]
+
+
+def _relation_phrase(row: dict[str, Any]) -> str:
+    if row["forward"]:
+        return f"{row['name']} is {row['via_name']}'s {row['kind']}"
+    return f"{row['via_name']} is {row['name']}'s {row['kind']}"
+
+
+def _reason(q: ContextQuestion, act_at: float) -> str:
+    who = q.subject_name or q.subject or "no subject"
+    if q.hop == 0:
+        parts = [f"{who} is named in the task"]
+    elif q.hop == 1:
+        parts = [f"one hop out: {q.via}"]
+    else:
+        parts = ["no subject named; found by the task's words"]
+    parts.append(f"matches {', '.join(q.matched)}" if q.matched else "no word of the task matches")
+    if q.top is None:
+        parts.append("every answer is rejected: ask")
+    elif q.n_evidence == 0:
+        parts.append(f"no evidence yet ({q.top} {q.p_top:.2f} is the prior): ask")
+    elif q.ask:
+        parts.append(f"{q.top} only {q.p_top:.2f} (< {act_at:.2f}): ask")
+    else:
+        parts.append(f"{q.top} {q.p_top:.2f}: act")
+    return "; ".join(parts)
+
+
+def context(
+    memory: Memory,
+    task: str,
+    *,
+    at: datetime | None = None,
+    act_at: float | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> Context:
+    """Everything ``task`` needs from memory: ranked beliefs, instructions, conflicts."""
+    store = memory.store
+    act_at = memory.act_at if act_at is None else act_at
+    at = at or utc_now()
+    named = search.match_subjects(store, task)
+    related: list[dict[str, Any]] = []
+    seen = {s["id"] for s in named}
+    for row in search.neighbours(store, sorted(seen)):
+        if row["id"] not in seen:
+            seen.add(row["id"])
+            related.append(row)
+    subjects = ([{"id": s["id"], "name": s["name"], "label": s["label"], "hop": 0, "via": None} for s in named]
+                + [{"id": r["id"], "name": r["name"], "label": None, "hop": 1, "via": _relation_phrase(r)}
+                   for r in related])
+    by_subject = {s["id"]: s for s in subjects}
+    names = search.subject_label_terms(store, list(by_subject))
+    terms = [t for t in search.content_terms(search.tokenize(store, task), drop=names) if len(t) > 1]
+
+    note = None
+    if subjects:
+        ranked = search.rank_questions(store, terms, subject_ids=list(by_subject))
+    else:
+        note = ("no subject named in the task: give a subject's name or alias (`doxa beliefs` lists "
+                "questions); showing questions that match the task's words")
+        ranked = [r for r in search.rank_questions(store, terms) if r["score"] > 0] if terms else []
+    best = max((r["score"] for r in ranked), default=0.0)
+    scored = []
+    for r in ranked:
+        subject = by_subject.get(r["subject"])
+        hop = subject["hop"] if subject else None
+        rel = (r["score"] / best) if best > 0 else 0.0
+        relevance = (FLOOR + rel) * (HOP_DECAY ** (hop or 0))
+        scored.append((relevance, hop if hop is not None else 9, r, subject))
+    scored.sort(key=lambda x: (-x[0], x[1], x[2]["id"]))
+    truncated = 0
+    if limit is not None and len(scored) > limit:
+        truncated = len(scored) - limit
+        scored = scored[:limit]
+
+    instructions = store.instructions(list(by_subject)) if by_subject else []
+    wanted = [r["id"] for _, _, r, _ in scored]
+    rests = [i["rests_on_question"] for i in instructions if i["rests_on_question"]]
+    statuses = _statuses(store, rests)
+    extra_ids = [q for q in dict.fromkeys(rests) if q not in wanted and statuses.get(q) == "active"]
+    beliefs: dict[str, Belief] = {}
+    if wanted or extra_ids:
+        for b in memory.beliefs(at=at, question_ids=wanted + extra_ids, act_at=act_at):
+            beliefs[b.question] = b
+
+    questions = []
+    for relevance, _, r, subject in scored:
+        b = beliefs.get(r["id"])
+        if b is None:
+            continue
+        q = ContextQuestion(
+            question=r["id"], subject=r["subject"], subject_name=subject["name"] if subject else None,
+            text=r["text"], kind=r["kind"], hop=subject["hop"] if subject else None,
+            via=subject["via"] if subject else None, relevance=round(relevance, 6), bm25=round(r["score"], 6),
+            matched=r["matched"], answers=b.answers, top=b.top, p_top=b.p_top, ask=not b.act,
+            n_evidence=b.n_evidence, reason="")
+        q.reason = _reason(q, act_at)
+        questions.append(q)
+
+    out_instructions = [_instruction(memory, i, beliefs, statuses, at) for i in instructions]
+    version = next(iter(beliefs.values())).params_version if beliefs else None
+    return Context(task=task, at=at.isoformat(), act_at=act_at, subjects=subjects, questions=questions,
+                   instructions=out_instructions, terms=terms, note=note, params_version=version,
+                   truncated=truncated)
+
+
+def _statuses(store, question_ids: list[str]) -> dict[str, str]:
+    if not question_ids:
+        return {}
+    rows = store.execute("SELECT id, status FROM questions WHERE list_contains(?, id)",
+                         [sorted(set(question_ids))]).fetchall()
+    return dict(rows)
+
+
+def _instruction(memory: Memory, row: dict[str, Any], beliefs: dict[str, Belief], statuses: dict[str, str],
+                 at: datetime) -> ContextInstruction:
+    rests_q, rests_a = row["rests_on_question"], row["rests_on_answer"]
+    out = ContextInstruction(
+        id=row["id"], subject=row["subject"], text=row["text"], given_at=row["given_at"].isoformat(),
+        rests_on={"question": rests_q, "answer": rests_a} if rests_q else None)
+    if not rests_q:
+        return out
+    status = statuses.get(rests_q)
+    if status != "active":
+        out.note = (f"rests on {rests_q!r}, which is {status or 'unknown'}: say which current question it "
+                    "rests on, so doxa can tell you when the evidence turns against it")
+        return out
+    belief = beliefs.get(rests_q)
+    if belief is None or belief.top is None or belief.top == rests_a:
+        return out
+    evidence = _strongest_against(memory, rests_q, at)
+    quote = ""
+    if evidence:
+        quote = f", e.g. “{evidence['text']}” ({evidence['source']}, {evidence['sent_at'][:10]})"
+    ask_user = (f"{belief.text} The evidence now says {belief.top} ({belief.p_top:.2f}), not {rests_a}{quote}. "
+                f"Keep following “{row['text']}”?")
+    out.conflict = {
+        "question": rests_q, "rests_on_answer": rests_a, "answers": belief.answers, "top": belief.top,
+        "p_top": belief.p_top, "p_rests_on": belief.answers.get(rests_a, 0.0), "evidence": evidence,
+        "ask_user": ask_user,
+    }
+    return out
+
+
+def _strongest_against(memory: Memory, question_id: str, at: datetime) -> dict[str, Any] | None:
+    """The counted message pushing hardest, as of ``at``, toward the current top answer."""
+    terms = [t for t in memory.explain(question_id, at).terms
+             if t.ignored is None and t.llr_top is not None and t.llr_top > 0]
+    if not terms:
+        return None
+    best = max(terms, key=lambda t: t.llr_top * (t.weight_left or 0.0))
+    return {"message": best.message, "text": best.text, "source": best.source, "sent_at": best.sent_at}
+
+
+__all__ = ["context", "Context", "ContextQuestion", "ContextInstruction", "FLOOR", "HOP_DECAY"]
