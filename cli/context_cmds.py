@@ -28,7 +28,7 @@ def _answers(answers: dict[str, float]) -> str:
 
 def _pairs(text: Optional[str], what: str) -> dict[str, str]:
     """'a=b,c=d' → {'a': 'b', 'c': 'd'}."""
-    from doxa.cli.main import fail
+    from doxa.cli.common import fail
 
     out: dict[str, str] = {}
     for piece in (text or "").split(","):
@@ -42,7 +42,7 @@ def _pairs(text: Optional[str], what: str) -> dict[str, str]:
 
 
 def _read_jsonl(path: str, what: str) -> list[dict]:
-    from doxa.cli.main import fail
+    from doxa.cli.common import fail
 
     records = []
     try:
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
-        from doxa.cli.main import emit_json, guarded, open_memory, parse_at
+        from doxa.cli.common import emit_json, guarded, open_memory, parse_at
         from doxa.inference.context import context as build
 
         moment = parse_at(at)
@@ -106,7 +106,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Full-text search (BM25) over every kept message, best first."""
-        from doxa.cli.main import console, emit_json, fail, guarded, open_memory
+        from doxa.cli.common import emit_json, fail, guarded, open_memory
+        from doxa.cli.main import console
         from doxa.data import search as S
 
         mem = open_memory(db)
@@ -145,7 +146,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """A question nobody prepared: create it, read the kept evidence, answer now."""
-        from doxa.cli.main import console, emit_json, guarded, open_memory, parse_at
+        from doxa.cli.common import emit_json, guarded, open_memory, parse_at
+        from doxa.cli.main import console
         from doxa.inference.ask import ask as run
 
         moment = parse_at(at)
@@ -181,7 +183,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Merge a duplicate question into another; `doxa undo OP` reverses it exactly."""
-        from doxa.cli.main import open_memory
+        from doxa.cli.common import open_memory
 
         mem = open_memory(db)
         record = {"type": "question_merge", "id": op_id or _new_op_id(mem.store, f"merge-{duplicate}-into-{into}"),
@@ -208,7 +210,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Split one question into several; readings follow --assign and --readings."""
-        from doxa.cli.main import fail, open_memory
+        from doxa.cli.common import fail, open_memory
 
         mem = open_memory(db)
         new_questions = _read_jsonl(into, "a question record")
@@ -239,7 +241,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Reverse one organizer operation exactly (a later one that depends on it must be undone first)."""
-        from doxa.cli.main import fail, open_memory
+        from doxa.cli.common import fail, open_memory
         from doxa.data.organizer import operations
 
         mem = open_memory(db)
@@ -254,7 +256,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Every organizer operation (merge, split, undo): who, when, and whether it was undone."""
-        from doxa.cli.main import console, emit_json, open_memory
+        from doxa.cli.common import emit_json, open_memory
+        from doxa.cli.main import console
         from doxa.data.organizer import operations
 
         mem = open_memory(db)
@@ -289,7 +292,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Rebuild a store from the kept evidence under another set of questions."""
-        from doxa.cli.main import emit_json, fail, guarded, open_memory
+        from doxa.cli.common import emit_json, fail, guarded, open_memory
         from doxa.data.organizer import replay as run
         from doxa.inference.memory import Memory
 
@@ -326,7 +329,8 @@ def register(app: typer.Typer) -> None:
 
 def _apply(mem, record: dict, show: list[str], as_json: bool) -> None:
     """Ingest one organizer record and show the beliefs it touched."""
-    from doxa.cli.main import console, emit_json, guarded
+    from doxa.cli.common import emit_json, guarded
+    from doxa.cli.main import console
 
     added = guarded(lambda: mem.ingest([record]))
     active = [q for q in show if q and _active(mem, q)]

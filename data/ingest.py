@@ -84,6 +84,8 @@ def parse_records(records: Iterable[dict]) -> ParsedBatch:
 
 
 def _parse(items, *, from_json: bool) -> ParsedBatch:
+    from . import organizer  # noqa: F401 - registers the organizer's record types (merge, split, undo)
+
     batch = ParsedBatch()
     problems: list[Problem] = []
     adapter = models.record_adapter

@@ -47,7 +47,7 @@ import pyarrow as pa
 from pydantic import Field, field_validator, model_validator
 
 from . import models
-from .ingest import IngestError, Problem
+from .errors import IngestError, Problem
 from .models import NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
 from .store import bind
 from .writer import ExtraWriter, register_writer

@@ -26,6 +26,8 @@ exact occurrence in ``tf``; ``df`` counts documents with any variant.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
@@ -208,7 +210,87 @@ def search_messages(
                       sent_at=r[5], is_assistant=bool(r[6]), matched=sorted(r[7])) for r in rows]
 
 
+# ---------------------------------------------------------------------------- in Python
+#: The same split as ingest's SQL: Python's ``\W`` is "not a letter, digit or _" in any
+#: script, so ``[\W_]+`` is ``[^\p{L}\p{N}]+`` (tests/test_search.py checks they agree).
+_WORD_SPLIT = re.compile(r"[\W_]+")
+
+
+def _lower(text: str) -> str:
+    """Simple (one-to-one) lower-casing, as DuckDB's ``lower()`` does.
+
+    ``str.lower`` applies Unicode's full mappings: "İ" becomes "i" plus a combining dot
+    (which would split the word) and a word-final "Σ" becomes "ς".
+    """
+    if text.isascii():
+        return text.lower()
+    return "".join(c.lower()[0] for c in text)
+
+
+def words(text: str) -> list[str]:
+    """The terms of ``text`` as ingest makes them, without a round trip to the database."""
+    return [w for w in _WORD_SPLIT.split(_lower(text)) if w]
+
+
+def is_variant(term: str, query_term: str) -> bool:
+    """Python twin of the SQL variant rule (see the module docstring)."""
+    if term == query_term:
+        return True
+    s, m = STEM_CHARS, MIN_PREFIX_CHARS
+    if len(term) >= s and len(query_term) >= s and term[:s] == query_term[:s]:
+        return True
+    return (len(query_term) >= m and term.startswith(query_term)) or (len(term) >= m and query_term.startswith(term))
+
+
+def bm25(query_terms: list[str], documents: list[list[str]]) -> tuple[list[float], list[list[str]]]:
+    """BM25 of each tokenised document for ``query_terms``, with word variants; also the terms that matched.
+
+    The documents given are the corpus (``N``, ``df`` and the average length come from them).
+    """
+    n_docs = len(documents)
+    scores = [0.0] * n_docs
+    matched: list[set[str]] = [set() for _ in documents]
+    if not n_docs or not query_terms:
+        return scores, [[] for _ in documents]
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for i, doc in enumerate(documents):
+        counts: dict[str, int] = {}
+        for t in doc:
+            counts[t] = counts.get(t, 0) + 1
+        for t, c in counts.items():
+            postings.setdefault(t, []).append((i, c))
+    by_prefix: dict[str, list[str]] = {}
+    for t in postings:
+        by_prefix.setdefault(t[:MIN_PREFIX_CHARS], []).append(t)
+    lengths = [len(doc) for doc in documents]
+    avgdl = max(sum(lengths) / n_docs, 1.0)
+    for q in dict.fromkeys(query_terms):
+        # every variant of q shares its first MIN_PREFIX_CHARS letters (or is q itself)
+        candidates = by_prefix.get(q[:MIN_PREFIX_CHARS], []) if len(q) >= MIN_PREFIX_CHARS else [q]
+        tf: dict[int, float] = {}
+        for t in candidates:
+            if t in postings and is_variant(t, q):
+                w = 1.0 if t == q else VARIANT_WEIGHT
+                for i, c in postings[t]:
+                    tf[i] = tf.get(i, 0.0) + w * c
+                    matched[i].add(t)
+        if not tf:
+            continue
+        idf = math.log(1.0 + (n_docs - len(tf) + 0.5) / (len(tf) + 0.5))
+        for i, x in tf.items():
+            scores[i] += idf * x * (K1 + 1) / (x + K1 * (1 - B + B * lengths[i] / avgdl))
+    return scores, [sorted(m) for m in matched]
+
+
 # ---------------------------------------------------------------------------- subjects
+#: A name or alias is looked at only when it contains a word of the task of at least two
+#: letters, or is this short and contains a one-letter word of the task (initials such as
+#: "J.R."): a substring test, so a task is matched against thousands of subjects without
+#: tokenising every name. (An alias made only of one-letter words and longer than this is
+#: never matched.)
+SHORT_LABEL_CHARS = 6
+
+
 def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     """Subjects whose name, id or an alias appears in ``text``, as whole words in order.
 
@@ -216,28 +298,43 @@ def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     multi-word alias must appear as those words next to each other. Returns
     ``{"id", "name", "label"}`` per subject (``label``: the longest name that matched).
     """
+    task = words(text)
+    padded = " " + " ".join(task) + " "
+    if not task:
+        return []
+    long_probes = sorted({t for t in task if len(t) >= 2}) or [" "]
+    short_probes = sorted({t for t in task if len(t) == 1}) or [" "]
     rows = store.execute(
-        f"""WITH task AS (SELECT ' ' || array_to_string({_tokens_sql('?')}, ' ') || ' ' AS words),
-            labels AS (SELECT id, name, unnest(list_concat([name, id], aliases)) AS label FROM subjects),
-            keyed AS (SELECT id, name, label, array_to_string({_tokens_sql('label')}, ' ') AS key FROM labels)
-            SELECT id, name, arg_max(label, length(key)) FROM keyed, task
-            WHERE length(key) > 0 AND contains(task.words, ' ' || key || ' ')
-            GROUP BY id, name ORDER BY id""",
-        [text],
+        f"""SELECT id, name, label FROM (
+                SELECT id, name, unnest(list_concat([name, id], aliases)) AS label FROM subjects)
+            WHERE len(list_filter(?, w -> contains(lower(label), w))) > 0
+               OR (length(label) <= {SHORT_LABEL_CHARS}
+                   AND len(list_filter(?, w -> contains(lower(label), w))) > 0)""",
+        [long_probes, short_probes],
     ).fetchall()
-    return [{"id": i, "name": n, "label": label} for i, n, label in rows]
+    found: dict[str, dict[str, Any]] = {}
+    for sid, name, label in rows:
+        key = " ".join(words(label))
+        if key and f" {key} " in padded:
+            best = found.get(sid)
+            if best is None or len(key) > len(" ".join(words(best["label"]))):
+                found[sid] = {"id": sid, "name": name, "label": label}
+    return [found[k] for k in sorted(found)]
+
+
+def subject_labels(store: "Store", subject_ids: list[str]) -> dict[str, list[str]]:
+    """Name, id and aliases of each of these subjects."""
+    if not subject_ids:
+        return {}
+    rows = store.execute(
+        "SELECT id, list_concat([name, id], aliases) FROM subjects WHERE list_contains(?, id)", [list(subject_ids)]
+    ).fetchall()
+    return {sid: list(labels) for sid, labels in rows}
 
 
 def subject_label_terms(store: "Store", subject_ids: list[str]) -> set[str]:
     """Every term of the names, ids and aliases of these subjects."""
-    if not subject_ids:
-        return set()
-    rows = store.execute(
-        f"""SELECT DISTINCT unnest({_tokens_sql('label')}) FROM
-            (SELECT unnest(list_concat([name, id], aliases)) AS label FROM subjects WHERE list_contains(?, id))""",
-        [list(subject_ids)],
-    ).fetchall()
-    return {r[0] for r in rows}
+    return {w for labels in subject_labels(store, subject_ids).values() for label in labels for w in words(label)}
 
 
 def neighbours(store: "Store", subject_ids: list[str]) -> list[dict[str, Any]]:
@@ -249,22 +346,24 @@ def neighbours(store: "Store", subject_ids: list[str]) -> list[dict[str, Any]]:
     """
     if not subject_ids:
         return []
-    rows = store.execute(
-        """WITH named AS (SELECT unnest(?) AS id),
-           edges AS (
-               SELECT r.to_id AS id, r.from_id AS via, r.kind, true AS forward FROM relations r
-               WHERE r.from_id IN (SELECT id FROM named)
-               UNION ALL
-               SELECT r.from_id AS id, r.to_id AS via, r.kind, false AS forward FROM relations r
-               WHERE r.to_id IN (SELECT id FROM named))
-           SELECT e.id, s.name, e.via, v.name, e.kind, e.forward
-           FROM edges e JOIN subjects s ON s.id = e.id JOIN subjects v ON v.id = e.via
-           WHERE e.id NOT IN (SELECT id FROM named)
-           ORDER BY e.id, e.via, e.kind""",
-        [list(subject_ids)],
+    named = set(subject_ids)
+    # two plain queries: a join with subjects on both ends plans and runs 3x slower
+    edges = store.execute(
+        "SELECT from_id, to_id, kind FROM relations WHERE list_contains(?, from_id) OR list_contains(?, to_id)",
+        [sorted(named), sorted(named)],
     ).fetchall()
-    return [{"id": i, "name": n, "via": v, "via_name": vn, "kind": k, "forward": bool(f)}
-            for i, n, v, vn, k, f in rows]
+    rows = []
+    for a, b, kind in edges:
+        if a in named and b not in named:
+            rows.append((b, a, kind, True))
+        if b in named and a not in named:
+            rows.append((a, b, kind, False))
+    if not rows:
+        return []
+    names = dict(store.execute("SELECT id, name FROM subjects WHERE list_contains(?, id)",
+                               [sorted({r[0] for r in rows} | {r[1] for r in rows})]).fetchall())
+    return [{"id": i, "name": names.get(i, i), "via": v, "via_name": names.get(v, v), "kind": k, "forward": f}
+            for i, v, k, f in sorted(set(rows))]
 
 
 # ---------------------------------------------------------------------------- questions
@@ -273,52 +372,28 @@ def rank_questions(
     terms: list[str],
     *,
     subject_ids: list[str] | None = None,
-    limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Active questions scored by BM25 of ``terms`` against their text and kind.
+    """Active questions scored by BM25 of ``terms`` against their text and kind, best first.
 
     With ``subject_ids``, only those subjects' questions are scored, and they are the
-    corpus the idf and average length come from (what distinguishes questions *within*
-    the task's reach); without, every active question is. A question's document is its
-    text plus its kind (``likes_loud_places`` → likes, loud, places). Every candidate is
-    returned, matched or not (score 0), with the index terms that matched.
+    corpus the idf and average length come from (what tells questions apart *within* the
+    task's reach); without, every active question is. A question's document is its text
+    plus its kind (``likes_loud_places`` → likes, loud, places). Every candidate is
+    returned, matched or not (score 0), with the terms that matched. The few candidates
+    of a task are scored in Python (:func:`bm25`), which beats a query plan's fixed cost.
     """
     scope = "AND list_contains(?, subject)" if subject_ids is not None else ""
     params: list[Any] = [list(subject_ids)] if subject_ids is not None else []
-    params.append(list(dict.fromkeys(terms)))
-    top = "" if limit is None else f"LIMIT {int(limit)}"
     rows = store.execute(
-        f"""WITH docs AS (
-                SELECT id, subject, kind, text,
-                       {_tokens_sql("text || ' ' || kind")} AS toks
-                FROM questions WHERE status = 'active' {scope}),
-            stats AS (SELECT greatest(count(*), 1)::DOUBLE AS n,
-                             greatest(avg(len(toks)), 1)::DOUBLE AS avgdl FROM docs),
-            qt AS (SELECT DISTINCT unnest(?) AS term),
-            occ AS (SELECT id, unnest(toks) AS term FROM docs),
-            hits AS (SELECT qt.term AS qterm, occ.id, occ.term,
-                            {_variant_weight_sql('occ.term', 'qt.term')} AS w
-                     FROM occ JOIN qt ON {_join_key('occ.term')} = {_join_key('qt.term')}
-                     WHERE {_variant_sql('occ.term', 'qt.term')}),
-            per_term AS (SELECT qterm, id, sum(w) AS tf, list(DISTINCT term) AS matched
-                         FROM hits GROUP BY qterm, id),
-            df AS (SELECT qterm, count(*)::DOUBLE AS df FROM per_term GROUP BY qterm),
-            scored AS (
-                SELECT p.id,
-                       sum(ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
-                           * p.tf * ({K1} + 1)
-                           / (p.tf + {K1} * (1 - {B} + {B} * len(d.toks) / stats.avgdl))) AS score,
-                       list_distinct(flatten(list(p.matched))) AS matched
-                FROM per_term p JOIN df USING (qterm) JOIN docs d ON d.id = p.id, stats
-                GROUP BY p.id)
-            SELECT d.id, d.subject, d.kind, d.text, coalesce(sc.score, 0.0), coalesce(sc.matched, [])
-            FROM docs d LEFT JOIN scored sc ON sc.id = d.id
-            ORDER BY 5 DESC, d.id {top}""",
-        params,
+        f"SELECT id, subject, kind, text FROM questions WHERE status = 'active' {scope}", params
     ).fetchall()
-    return [{"id": i, "subject": s, "kind": k, "text": t, "score": float(sc), "matched": sorted(m)}
-            for i, s, k, t, sc, m in rows]
+    scores, matched = bm25(list(terms), [words(f"{text} {kind}") for _, _, kind, text in rows])
+    out = [{"id": i, "subject": s, "kind": k, "text": t, "score": sc, "matched": m}
+           for (i, s, k, t), sc, m in zip(rows, scores, matched)]
+    out.sort(key=lambda r: (-r["score"], r["id"]))
+    return out
 
 
-__all__ = ["K1", "B", "STOPWORDS", "SearchHit", "tokenize", "content_terms", "search_messages",
-           "match_subjects", "subject_label_terms", "neighbours", "rank_questions"]
+__all__ = ["K1", "B", "STOPWORDS", "SearchHit", "tokenize", "words", "is_variant", "bm25", "content_terms",
+           "search_messages", "match_subjects", "subject_labels", "subject_label_terms", "neighbours",
+           "rank_questions"]

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from doxa.data import search
-from doxa.data.store import StoreError
+from doxa.data.errors import StoreError
 
 from .memory import Belief, Memory
 

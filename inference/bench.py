@@ -267,7 +267,7 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
         q=q[order], t=t[order],
         source_index=np.r_[evidence.source_index[rows], p_source][order].astype(np.int64),
         reader_index=np.r_[evidence.reader_index[rows], np.full(len(p_pseudo), reader_index)][order].astype(np.int64),
-        probs=np.vstack([evidence.probs[rows], batch.probs[p_m, p_claim]])[order],
+        probs=np.vstack([evidence.probs[rows], batch.probs[p_m, p_claim]])[order][:, :questions.k_max],
         unclear=np.r_[evidence.unclear[rows], batch.unclear[p_m, p_claim]][order],
         unrelated=np.r_[evidence.unrelated[rows], batch.unrelated[p_m, p_claim]][order],
         one_off=np.r_[evidence.one_off[rows], batch.one_off[p_m, p_claim]][order],
@@ -309,8 +309,9 @@ class BenchSettings:
 
     checkpoints: int = 10
     retrain_at: tuple[int, ...] = (1, 4, 7)  # checkpoint indices where doxa-learned is refitted
-    train_steps: int = 400
+    train_steps: int = 200
     train_confusion: str = "off"
+    train_events_per_step: int | None = 20_000  # SVI subsamples questions beyond this many events a step
     planted_cap: int = 20
     planted_questions: int = 150
     ece_bins: int = 15
@@ -320,11 +321,20 @@ class BenchSettings:
 
     @classmethod
     def quick(cls) -> "BenchSettings":
-        return cls(checkpoints=6, retrain_at=(2,), train_steps=150, planted_questions=60)
+        return cls(checkpoints=6, retrain_at=(2,), train_steps=60, planted_questions=60)
+
+
+def default_retrain_at(checkpoints: int, times: int) -> tuple[int, ...]:
+    """Checkpoint indices for ``times`` retrainings, spread over the first 70 % of the run."""
+    if times <= 0:
+        return ()
+    spots = np.linspace(0.1, 0.7, times) if times > 1 else np.array([0.4])
+    return tuple(sorted({min(int(round(x * checkpoints)), checkpoints - 1) for x in spots.tolist()}))
 
 
 # ============================================================================ the trainer
-def nightly_trainer(max_steps: int, *, confusion: str = "off", seed: int = 0) -> Callable[[Evidence], dict]:
+def nightly_trainer(max_steps: int, *, confusion: str = "off", events_per_step: int | None = None,
+                    seed: int = 0) -> Callable[[Evidence], dict]:
     """The nightly fit as a function of the evidence (torch and pyro load on first call).
 
     Uses :mod:`doxa.inference.train` when it offers ``params_from_evidence``; otherwise
@@ -332,8 +342,10 @@ def nightly_trainer(max_steps: int, *, confusion: str = "off", seed: int = 0) ->
     """
 
     def train(evidence: Evidence) -> dict[str, Any]:
+        import importlib
+
         try:
-            from doxa.inference import train as nightly
+            nightly = importlib.import_module("doxa.inference.train")
         except ModuleNotFoundError as err:
             if err.name != "doxa.inference.train":
                 raise
@@ -343,7 +355,7 @@ def nightly_trainer(max_steps: int, *, confusion: str = "off", seed: int = 0) ->
         from doxa.inference.fit import BeliefFit
 
         fit = BeliefFit(max_steps=max_steps, min_steps=min(150, max_steps), confusion=confusion, seed=seed,
-                        progress=False, n_draws=100).fit(evidence)
+                        events_per_step=events_per_step, progress=False, n_draws=100).fit(evidence)
         return fit.params_document()
 
     return train
@@ -389,7 +401,8 @@ class BenchResult:
         for row in self.systems:
             item = {"system": row["system"]}
             item.update({k: row.get(k) for k in METRIC_KEYS})
-            for extra in ("acc_at_90_coverage", "acc_at_70_coverage", "planted_held_share", "status", "note"):
+            for extra in ("acc_at_90_coverage", "acc_at_70_coverage", "accuracy_unsettled", "planted_held_share",
+                          "fit_seconds", "status", "note"):
                 if extra in row:
                     item[extra] = row[extra]
             rows.append(item)
@@ -498,8 +511,7 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
     t0 = time.perf_counter()
     evidence = store.load_evidence(None)
     timings["load_s"] = time.perf_counter() - t0
-    if db == ":memory:":
-        store.close()
+    store.close()
 
     qt = evidence.questions
     qids = qt.ids.tolist()
@@ -510,7 +522,8 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
     if trainer is None and "doxa-learned" in wanted:
         why = trainer_available()
         if why is None:
-            trainer = nightly_trainer(settings.train_steps, confusion=settings.train_confusion, seed=settings.seed)
+            trainer = nightly_trainer(settings.train_steps, confusion=settings.train_confusion,
+                                      events_per_step=settings.train_events_per_step, seed=settings.seed)
         else:
             notes["doxa-learned"] = why
     if "dawid-skene" in wanted:
@@ -520,8 +533,8 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
     systems = [s for s in B.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
     learned = next((s for s in systems if isinstance(s, B.LearnedDoxa)), None)
 
-    per_system: dict[str, dict[str, list]] = {s.name: {"probs": [], "truth": [], "seconds": 0.0, "reads": 0}
-                                              for s in systems}
+    per_system: dict[str, dict[str, list]] = {s.name: {"probs": [], "truth": [], "unsettled": [], "seconds": 0.0,
+                                                       "reads": 0} for s in systems}
     checkpoint_rows: list[dict[str, Any]] = []
     learning: list[dict[str, Any]] = []
     final_probs: dict[str, np.ndarray] = {}
@@ -531,6 +544,7 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
         has = np.bincount(ev.q, minlength=len(qids)) > 0
         idx = np.flatnonzero(has)
         truth = np.array([world.truth.answer_index_at(qids[j], day) for j in idx.tolist()], dtype=np.int64)
+        unsettled = (np.bincount(ev.settle_q, minlength=len(qids)) == 0)[idx]
         row = {"checkpoint": i, "day": day, "evaluated": int(len(idx)), "settlements": int(len(ev.settle_q)),
                "readings": int(ev.n_readings), "accuracy": {}}
         if learned is not None and i in settings.retrain_at:
@@ -551,6 +565,7 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
             acc["reads"] += len(qids)
             acc["probs"].append(probs[idx])
             acc["truth"].append(truth)
+            acc["unsettled"].append(unsettled)
             row["accuracy"][system.name] = accuracy(probs[idx], truth)
             if i == n_cp - 1:
                 final_probs[system.name] = probs
@@ -581,6 +596,9 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
         probs = np.vstack(acc["probs"])
         truth = np.concatenate(acc["truth"])
         metrics = prediction_metrics(probs, truth, n_bins=settings.ece_bins, coverages=settings.coverages)
+        never_settled = np.concatenate(acc["unsettled"])
+        metrics["accuracy_unsettled"] = accuracy(probs[never_settled], truth[never_settled])
+        metrics["share_unsettled"] = float(never_settled.mean())
         confidence = probs.max(axis=1)
         correct = np.argmax(probs, axis=1) == truth
         bins = reliability_bins(confidence, correct.astype(np.float64), settings.ece_bins)
@@ -597,6 +615,7 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
             row["note"] = notes[name]
         if name == "doxa-learned" and learned is not None:
             row["fits"] = learned.fits_
+            row["fit_seconds"] = sum(f["seconds"] for f in learned.fits_)
         rows.append(row)
     timings["total_s"] = time.perf_counter() - started
     return BenchResult(
@@ -633,6 +652,7 @@ def planted_resistance(world, evidence: Evidence, systems: list[B.System], final
         confident = evaluated[(probs[evaluated].max(axis=1) >= 0.9) & (top == truth)]
         if not len(confident):
             out[system.name] = {"tested": 0, "median": None, "held_share": None}
+            tick("planted claims", 1)
             continue
         pick = np.sort(np.random.default_rng([settings.seed, 1]).permutation(confident)[:settings.planted_questions])
         missing = [int(q) for q in pick.tolist() if q not in batches]
@@ -798,12 +818,15 @@ def render_markdown(result: BenchResult, images: list[str]) -> str:
               "means most held. µs/read: time to score one question within the batch."]
     more = [r for r in result.systems if r.get("status") == "ok"]
     if more:
-        lines += ["", "| system | acc @90% | acc @70% | planted: tested | held all | mean confidence |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "| system | acc @90% | acc @70% | accuracy, never-settled questions | mean confidence | "
+                  f"planted: beliefs tested | held all {s['planted_cap']} |", "|---|---|---|---|---|---|---|"]
         for r in more:
             lines.append(f"| {r['system']} | {_fmt(r.get('acc_at_90_coverage'))} | {_fmt(r.get('acc_at_70_coverage'))}"
-                         f" | {r.get('planted_tested', 0)} | {_fmt(r.get('planted_held_share'), '.2f')}"
-                         f" | {_fmt(r.get('mean_confidence'))} |")
+                         f" | {_fmt(r.get('accuracy_unsettled'))} | {_fmt(r.get('mean_confidence'))}"
+                         f" | {r.get('planted_tested', 0)} | {_fmt(r.get('planted_held_share'), '.2f')} |")
+    notes = [r for r in result.systems if r.get("note")]
+    if notes:
+        lines += [""] + [f"- **{r['system']}**: {r['note']}" for r in notes]
     if result.learning:
         lines += ["", "## Learning speed (doxa-learned)", "",
                   "| checkpoint | day | settlements seen | retrained | accuracy | trust error, layers | "

@@ -147,8 +147,9 @@ def context(
                 + [{"id": r["id"], "name": r["name"], "label": None, "hop": 1, "via": _relation_phrase(r)}
                    for r in related])
     by_subject = {s["id"]: s for s in subjects}
-    names = search.subject_label_terms(store, list(by_subject))
-    terms = [t for t in search.content_terms(search.tokenize(store, task), drop=names) if len(t) > 1]
+    # the words that named a subject say who, not what: every candidate shares them
+    names = {w for s in named for w in search.words(s["label"])}
+    terms = [t for t in search.content_terms(search.words(task), drop=names) if len(t) > 1]
 
     note = None
     if subjects:

@@ -47,6 +47,48 @@ class _Run:
     seconds: float
 
 
+class _Plateau:
+    """Convergence on a smoothed ELBO: the mean loss over the last ``window`` steps.
+
+    The smoothed loss has reached a plateau when it has not improved on its best by
+    more than ``rel_tol`` (relative) or two standard errors of the window mean, whichever
+    is larger, for ``patience`` steps. A blow-up is a smoothed loss that has climbed back
+    above its best by ``blowup_factor`` times the whole descent so far.
+    """
+
+    def __init__(self, window: int, patience: int, rel_tol: float, blowup_factor: float):
+        self.window, self.patience, self.rel_tol, self.blowup_factor = window, patience, rel_tol, blowup_factor
+        self.best = math.inf
+        self.best_step = 0
+        self.start = None
+        self.plateaus = 0
+        self.since = 0
+        self.reason = ""
+
+    def restart(self, step: int) -> None:
+        self.best, self.best_step, self.since = math.inf, step, step
+
+    def update(self, losses: list[float]) -> str:
+        w, n = self.window, len(losses)
+        if n - self.since < w or n % max(w // 5, 1):
+            return "running"
+        tail = np.asarray(losses[-w:])
+        cur = float(tail.mean())
+        if self.start is None:
+            self.start = cur
+        noise = 2.0 * float(tail.std()) / math.sqrt(w)
+        if cur < self.best - max(self.rel_tol * abs(cur), noise):
+            self.best, self.best_step = cur, n
+        elif self.best < math.inf and cur - self.best > self.blowup_factor * max(self.start - self.best, 1.0) \
+                and cur > self.start:
+            self.reason = f"the ELBO fell from {-self.best:.5g} to {-cur:.5g} (blow-up)"
+            return "blow-up"
+        if n - self.best_step >= self.patience:
+            self.plateaus += 1
+            return "plateau"
+        return "running"
+
+
 class BeliefFit:
     """Hierarchical source trust, base rates, change rates and reader temperature by SVI.
 
@@ -72,10 +114,12 @@ class BeliefFit:
         *,
         confusion: str = "auto",
         max_steps: int = 3000,
-        min_steps: int = 150,
+        min_steps: int = 100,
         learning_rate: float = 0.05,
         window: int = 50,
+        patience: int = 150,
         rel_tol: float = 1e-4,
+        lr_drop: float = 0.2,
         events_per_step: int | None = 200_000,
         guide: str = "normal",
         n_draws: int = 300,
@@ -94,7 +138,9 @@ class BeliefFit:
         self.min_steps = min_steps
         self.learning_rate = learning_rate
         self.window = window
+        self.patience = patience
         self.rel_tol = rel_tol
+        self.lr_drop = lr_drop
         self.events_per_step = events_per_step
         self.guide = guide
         self.n_draws = n_draws
@@ -103,6 +149,14 @@ class BeliefFit:
         self.seed = seed
         self.progress = progress
         self.num_threads = num_threads
+
+    _OPTIONS = ("confusion", "max_steps", "min_steps", "learning_rate", "window", "patience", "rel_tol", "lr_drop",
+                "events_per_step", "guide", "n_draws", "confusion_margin", "blowup_factor", "seed", "progress",
+                "num_threads")
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor options (as in scikit-learn), e.g. to refit with the same settings."""
+        return {name: getattr(self, name) for name in self._OPTIONS}
 
     # ------------------------------------------------------------------ fitting
     def fit(self, evidence: Evidence, *, settlement_mask: np.ndarray | None = None,
@@ -191,11 +245,9 @@ class BeliefFit:
             loss_fn = TraceMeanField_ELBO()(model, guide)
             params = list(loss_fn.parameters())
             optim = torch.optim.Adam(params, lr=self.learning_rate)
-            # decay to a tenth over the step cap: small steps at the end average the noise out
-            decay = 0.1 ** (1.0 / max(self.max_steps, 1))
-            sched = torch.optim.lr_scheduler.ExponentialLR(optim, gamma=decay)
             losses: list[float] = []
             converged = False
+            watch = _Plateau(self.window, self.patience, self.rel_tol, self.blowup_factor)
             bar = _progress(self.max_steps, f"fit ({label})", self.progress)
             try:
                 for step in range(self.max_steps):
@@ -207,18 +259,23 @@ class BeliefFit:
                     loss.backward()
                     if not all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None):
                         raise FitDiverged("a gradient is NaN or infinite", step)
-                    torch.nn.utils.clip_grad_norm_(params, max_norm=1e6)
                     optim.step()
-                    sched.step()
                     losses.append(value)
-                    self._check_blowup(losses, step)
                     if bar is not None:
                         bar.update(1)
                         if step % 10 == 0:
-                            bar.set_postfix(elbo=f"{-value:.4g}")
-                    if step + 1 >= self.min_steps and self._converged(losses):
-                        converged = True
-                        break
+                            bar.set_postfix(elbo=f"{-value:.5g}", lr=f"{optim.param_groups[0]['lr']:.3g}")
+                    state = watch.update(losses)
+                    if state == "blow-up":
+                        raise FitDiverged(watch.reason, step)
+                    if state == "plateau" and step + 1 >= self.min_steps:
+                        if watch.plateaus >= 2:
+                            converged = True
+                            break
+                        # first plateau: smaller steps average out the gradient noise
+                        for group in optim.param_groups:
+                            group["lr"] *= self.lr_drop
+                        watch.restart(len(losses))
             finally:
                 if bar is not None:
                     bar.close()
@@ -226,29 +283,6 @@ class BeliefFit:
                 if not bool(torch.isfinite(p).all()):
                     raise FitDiverged("a variational parameter became NaN", len(losses))
         return _Run(losses=losses, converged=converged, seconds=time.perf_counter() - started)
-
-    def _converged(self, losses: list[float]) -> bool:
-        w = self.window
-        if len(losses) < 2 * w or len(losses) % max(w // 5, 1):
-            return False
-        prev, cur = np.mean(losses[-2 * w:-w]), np.mean(losses[-w:])
-        change = abs(prev - cur)
-        if change <= self.rel_tol * max(abs(cur), 1.0):
-            return True
-        # a flat trace whose window means differ by less than their noise has stopped moving
-        noise = math.sqrt(np.var(losses[-2 * w:-w]) / w + np.var(losses[-w:]) / w)
-        slope = np.polyfit(np.arange(2 * w), np.asarray(losses[-2 * w:]), 1)[0]
-        return change < 0.5 * noise and abs(slope) * w < noise
-
-    def _check_blowup(self, losses: list[float], step: int) -> None:
-        w = self.window
-        if len(losses) < 3 * w:
-            return
-        best = min(np.mean(losses[i:i + w]) for i in range(0, len(losses) - w + 1, w))
-        cur = float(np.mean(losses[-w:]))
-        start = float(np.mean(losses[:w]))
-        if cur - best > self.blowup_factor * max(abs(start - best), 1.0):
-            raise FitDiverged(f"the ELBO fell from {-best:.4g} to {-cur:.4g} (blow-up)", step)
 
     def _tail_mean(self, losses: list[float]) -> float:
         return float(np.mean(losses[-self.window:]))

@@ -445,18 +445,27 @@ def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float
     """Every global latent of the story, under its prior (see module docstring)."""
     zeros = lambda *shape: torch.zeros(shape, dtype=dtype)  # noqa: E731
     ones = lambda *shape: torch.ones(shape, dtype=dtype)  # noqa: E731
-    d, v = max(structure.max_depth, 1), max(structure.n_nodes, 1)
+    d = max(structure.max_depth, 1)
     latents = {
         "trust_root": pyro.sample("trust_root", dist.Normal(torch.tensor(logit(DEFAULT_ROOT_TRUST), dtype=dtype),
                                                             torch.tensor(ROOT_TRUST_SCALE, dtype=dtype))),
         "trust_scale": pyro.sample("trust_scale", dist.HalfNormal(TRUST_SCALE_PRIOR * ones(d)).to_event(1)),
-        "trust_offset": pyro.sample("trust_offset", dist.Normal(zeros(v), ones(v)).to_event(1)),
+    }
+
+    def sample_level(name: str, loc: torch.Tensor, scale: torch.Tensor, centred: torch.Tensor) -> torch.Tensor:
+        value = pyro.sample(name, dist.Normal(torch.where(centred, loc, torch.zeros((), dtype=dtype)),
+                                              torch.where(centred, scale, torch.ones((), dtype=dtype))).to_event(1))
+        latents[name] = value
+        return value
+
+    trust_logits(structure, latents["trust_root"], latents["trust_scale"], sample_level)
+    latents.update({
         "rate_loc": pyro.sample("rate_loc", dist.Normal(torch.tensor(RATE_LOC_PRIOR, dtype=dtype),
                                                         torch.tensor(RATE_LOC_SCALE, dtype=dtype))),
         "rate_scale": pyro.sample("rate_scale", dist.HalfNormal(torch.tensor(RATE_SCALE_PRIOR, dtype=dtype))),
         "rate_offset": pyro.sample("rate_offset", dist.Normal(zeros(structure.n_kinds),
                                                               ones(structure.n_kinds)).to_event(1)),
-    }
+    })
     for k in structure.group_ks:
         n_k = len(structure.kinds_with_k(k))
         latents[f"base_rates_{k}"] = pyro.sample(f"base_rates_{k}", dist.Dirichlet(ones(n_k, k)).to_event(1))
@@ -488,20 +497,45 @@ class Derived:
         return torch.sigmoid(self.trust_logit)
 
 
+#: Nodes with at least this many readings under them get a centred prior (their data
+#: pin them, so the mean-field guide should not couple them to their parent); the rest
+#: are non-centred (Papaspiliopoulos, Roberts & Sköld 2007; Gorinova et al. 2020).
+CENTRED_MIN_MESSAGES = 20
+
+
+def trust_logits(structure: ModelStructure, root: torch.Tensor, scale: torch.Tensor, level_value) -> torch.Tensor:
+    """Node logits, one depth at a time: ``x = loc + σ_d^(1-c) (z - c·loc)`` per node.
+
+    ``loc`` is the parent's logit (the root's for a top layer; the user's stated trust
+    for a leaf that has one), ``c`` = 1 for a centred node (``z ~ N(loc, σ_d)``) and 0 for
+    a non-centred one (``z ~ N(0, 1)``). ``level_value(name, loc, σ, centred)`` returns
+    ``z`` of a level: a ``pyro.sample`` in the model, a lookup in :func:`derive`.
+    """
+    dtype = root.dtype
+    logits = torch.zeros(structure.n_nodes, dtype=dtype)
+    stated = torch.as_tensor(structure.stated_logit, dtype=dtype)
+    centred_all = torch.as_tensor(structure.node_messages >= CENTRED_MIN_MESSAGES)
+    parent = torch.as_tensor(structure.tree.parent)
+    pieces = []
+    for d, level in enumerate(structure.tree.levels()):
+        idx = torch.as_tensor(level)
+        par = parent[idx]
+        parent_logit = root.expand(len(level)) if d == 0 else logits[par.clamp_min(0)]
+        own_stated = stated[idx]
+        loc = torch.where(torch.isnan(own_stated), parent_logit, torch.nan_to_num(own_stated))
+        sigma = scale[d].expand(len(level))
+        centred = centred_all[idx]
+        z = level_value(f"trust_level_{d + 1}", loc, sigma, centred)
+        x = torch.where(centred, z, loc + sigma * z)
+        logits = logits.index_put((idx,), x)
+        pieces.append(x)
+    return torch.cat(pieces) if pieces else logits
+
+
 def derive(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> Derived:
-    dtype = latents["trust_offset"].dtype
-    depth_index = torch.as_tensor(np.maximum(structure.ancestors, 0), dtype=torch.long)  # (V, D)
-    present = torch.as_tensor(structure.ancestors >= 0)
-    scale = latents["trust_scale"]
-    offset = latents["trust_offset"]
-    if structure.n_nodes:
-        steps = torch.where(present, scale[None, : depth_index.shape[1]] * offset[depth_index], torch.zeros((), dtype=dtype))
-        path_sum = latents["trust_root"] + steps.sum(-1)
-        own = scale[torch.as_tensor(structure.tree.depth - 1)] * offset[: structure.n_nodes]
-        stated = torch.as_tensor(structure.stated_logit, dtype=dtype)
-        trust_logit = torch.where(torch.isnan(stated), path_sum, torch.nan_to_num(stated) + own)
-    else:
-        trust_logit = torch.zeros(0, dtype=dtype)
+    dtype = latents["trust_root"].dtype
+    trust_logit = trust_logits(structure, latents["trust_root"], latents["trust_scale"],
+                               lambda name, loc, sigma, centred: latents[name])
 
     confusion: dict[int, torch.Tensor] = {}
     if "confusion_scale" in latents:
@@ -587,28 +621,70 @@ def chain_log_marginal(chains: Chains, derived: Derived) -> torch.Tensor:
     eye = torch.eye(k, dtype=like.dtype)[:, :, None]
     # A_n = diag(L_n) M_n with M[i, j] = ρ[i=j] + (1-ρ) π_i; stored (K, K, L)
     a = (like * (1 - rho) * slot_prior)[:, None, :] + eye * (like * rho)[:, None, :]
-    log_scale = torch.zeros(a.shape[-1], dtype=like.dtype)
-    finished_a, finished_scale = [], []
-    level_of = chains.size_log2
-    for level in range(int(level_of[0]) + 1 if len(level_of) else 0):
-        if level > 0:
-            pairs = a.reshape(k, k, -1, 2)
-            later, earlier = pairs[..., 1], pairs[..., 0]
-            a = (later[:, :, None, :] * earlier[None, :, :, :]).sum(1)  # later @ earlier
-            # any positive rescaling cancels in the final log, so it needs no gradient
-            peak = a.detach().amax(dim=(0, 1)).clamp_min(1e-30)
-            a = a / peak
-            log_scale = log_scale.reshape(-1, 2).sum(1) + peak.log()
-        first_done = int(np.searchsorted(-level_of, -level))  # questions of padded length 2^level
-        if first_done < len(level_of) and level_of[first_done] == level:
-            cut = int(chains.offset[first_done]) >> level
-            finished_a.append(a[..., cut:])
-            finished_scale.append(log_scale[cut:])
-            a, log_scale = a[..., :cut], log_scale[:cut]
-    products = torch.cat(finished_a[::-1], dim=-1)  # longest first, as the layout
-    scales = torch.cat(finished_scale[::-1])
+    products, scales = _TreeProduct.apply(a, chains.size_log2, chains.offset)
     total = (products * prior[None, :, :]).sum(dim=(0, 1))
     return total.clamp_min(1e-38).log() + scales
+
+
+class _TreeProduct(torch.autograd.Function):
+    """``A_N ⋯ A_1`` of every question in a :class:`Chains` layout, with a hand-written backward.
+
+    Forward: level by level, multiply neighbouring pairs (later @ earlier), rescale each
+    product by its largest entry (the log of the scale is returned separately and needs
+    no gradient: it cancels in ``log 1ᵀ P π``), and cut off the questions that are done.
+    Backward: the same levels in reverse, ``∂X = ∂C Yᵀ``, ``∂Y = Xᵀ ∂C`` for ``C = X Y``.
+    One autograd node instead of a dozen per level keeps the step cheap.
+    Inputs and outputs are options-first: ``a`` (K, K, L) → products (K, K, B), scales (B,).
+    """
+
+    @staticmethod
+    def forward(ctx, a, size_log2, offset):
+        k = a.shape[0]
+        x = a
+        log_scale = torch.zeros(a.shape[-1], dtype=a.dtype)
+        saved, cuts, finished_x, finished_scale = [], [], [], []
+        top = int(size_log2[0]) if len(size_log2) else -1
+        for level in range(top + 1):
+            if level > 0:
+                pairs = x.reshape(k, k, -1, 2)
+                later, earlier = pairs[..., 1], pairs[..., 0]
+                x = (later[:, :, None, :] * earlier[None, :, :, :]).sum(1)
+                peak = x.amax(dim=(0, 1)).clamp_min(1e-30)
+                x = x / peak
+                log_scale = log_scale.reshape(-1, 2).sum(1) + peak.log()
+                saved.append((later, earlier, peak))
+            first_done = int(np.searchsorted(-size_log2, -level))
+            cut = x.shape[-1]
+            if first_done < len(size_log2) and size_log2[first_done] == level:
+                cut = int(offset[first_done]) >> level
+            cuts.append(cut)
+            finished_x.append(x[..., cut:])
+            finished_scale.append(log_scale[cut:])
+            x, log_scale = x[..., :cut], log_scale[:cut]
+        ctx.saved = saved
+        ctx.cuts = cuts
+        ctx.sizes = [f.shape[-1] for f in finished_x]
+        ctx.length = a.shape[-1]
+        products = torch.cat(finished_x[::-1], dim=-1) if finished_x else a.new_zeros((k, k, 0))
+        scales = torch.cat(finished_scale[::-1]) if finished_scale else a.new_zeros(0)
+        ctx.mark_non_differentiable(scales)
+        return products, scales
+
+    @staticmethod
+    def backward(ctx, grad_products, grad_scales):
+        sizes = ctx.sizes
+        pieces = list(torch.split(grad_products, sizes[::-1], dim=-1))[::-1]  # per level, ascending
+        g_up = None  # gradient of what went up from the current level
+        for level in range(len(sizes) - 1, -1, -1):
+            g_level = pieces[level] if g_up is None else torch.cat([g_up, pieces[level]], dim=-1)
+            if level == 0:
+                return g_level, None, None
+            later, earlier, peak = ctx.saved[level - 1]
+            g_raw = g_level / peak
+            g_later = (g_raw[:, None, :, :] * earlier[None, :, :, :]).sum(2)  # ∂C Yᵀ
+            g_earlier = (later[:, :, None, :] * g_raw[:, None, :, :]).sum(0)  # Xᵀ ∂C
+            g_up = torch.stack([g_earlier, g_later], dim=-1).reshape(g_raw.shape[0], g_raw.shape[1], -1)
+        return grad_products.new_zeros((grad_products.shape[0], grad_products.shape[1], ctx.length)), None, None
 
 
 # =============================================================================== model
@@ -745,9 +821,28 @@ def filter_evidence(evidence: Evidence, structure: ModelStructure, derived: Deri
     return result, stream
 
 
+def encode_trust(structure: ModelStructure, trust_logit: torch.Tensor, root: torch.Tensor,
+                 scale: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The ``trust_level_*`` latents that give ``trust_logit`` (inverse of :func:`trust_logits`)."""
+    trust_logit = torch.as_tensor(trust_logit)
+    out: dict[str, torch.Tensor] = {}
+
+    def level_value(name, loc, sigma, centred):
+        idx = torch.as_tensor(structure.tree.levels()[int(name.rsplit("_", 1)[1]) - 1])
+        x = trust_logit[idx].to(loc.dtype)
+        out[name] = torch.where(centred, x, (x - loc) / sigma)
+        return out[name]
+
+    trust_logits(structure, root, scale, level_value)
+    return out
+
+
 def point_latents(structure: ModelStructure, values: dict[str, Any] | None = None, confusion: bool = False,
                   dtype=torch.float64) -> dict[str, torch.Tensor]:
-    """Latents at their prior means, overridden by ``values`` (for tests and oracle runs)."""
+    """Latents at their prior means, overridden by ``values`` (for tests and oracle runs).
+
+    ``values["trust_logit"]`` (V,) sets every node's trust logit directly.
+    """
     with pyro.poutine.block(), pyro.poutine.mask(mask=False):
         trace = pyro.poutine.trace(sample_latents).get_trace(structure, confusion, dtype)
     out = {}
@@ -759,8 +854,11 @@ def point_latents(structure: ModelStructure, values: dict[str, Any] | None = Non
             out[name] = fn.mean.detach().clone()
         except NotImplementedError:
             out[name] = site["value"].detach().clone()
-    if "trust_offset" in out:
-        out["trust_offset"].zero_()
-    for name, value in (values or {}).items():
+    values = dict(values or {})
+    wanted = values.pop("trust_logit", None)
+    for name, value in values.items():
         out[name] = torch.as_tensor(value, dtype=dtype)
+    # every node at the root's trust unless ``values["trust_logit"]`` gives them
+    x = out["trust_root"].expand(structure.n_nodes) if wanted is None else torch.as_tensor(wanted, dtype=dtype)
+    out.update(encode_trust(structure, x, out["trust_root"], out["trust_scale"]))
     return out

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import doxa
 import records as R
+from reference import hand_likelihood, hand_trust
 
 EXAMPLES = int(os.environ.get("DOXA_PROPERTY_EXAMPLES", "12"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None,
@@ -318,32 +319,6 @@ def test_a_reading_that_favours_an_answer_never_lowers_it(world, data):
 
 
 # ---------------------------------------------------------------------------- λ = 0, by hand
-def hand_trust(path: str, stated: float | None, fitted: dict[str, float], by_top: dict[str, float],
-               fallback: float) -> float:
-    parts = path.split("/")
-    for depth in range(len(parts), 0, -1):
-        node = "/".join(parts[:depth])
-        if node in fitted:
-            return fitted[node]
-    if stated is not None:
-        return stated
-    return by_top.get(parts[0], fallback)
-
-
-def hand_likelihood(probs: list[float], unclear: float, unrelated: float, one_off: float,
-                    alpha: float, temperature: float) -> list[float]:
-    """L(j) = (u + (1-u) o)/K + (1-u)(1-o)(α r̃_j + (1-α)(1-r̃_j)/(K-1)), r̃ ∝ r^(1/τ)."""
-    k = len(probs)
-    total = sum(probs)
-    r = [p / total for p in probs] if total > 0 else [1.0 / k] * k
-    tempered = [x ** (1.0 / temperature) if x > 0 else 0.0 for x in r]
-    norm = sum(tempered)
-    r_t = [x / norm for x in tempered]
-    u = unclear + unrelated
-    o = one_off
-    return [(u + (1 - u) * o) / k + (1 - u) * (1 - o) * (alpha * x + (1 - alpha) * (1 - x) / (k - 1)) for x in r_t]
-
-
 @PROPERTY
 @given(world=worlds(settlements=False), data=st.data())
 def test_without_change_the_belief_is_the_prior_plus_the_sum_of_log_likelihood_ratios(world, data):

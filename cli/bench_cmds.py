@@ -1,0 +1,109 @@
+"""`doxa bench`: the generated-world benchmark, every system side by side.
+
+Registered by cli/main.py; heavy libraries (matplotlib, pandas, crowd-kit, torch)
+load inside the command only.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from doxa.cli.common import emit_json, fail
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="bench")(bench)
+
+
+def bench(
+    world: Optional[str] = typer.Option(None, "--world", help="World config JSON (default: the `default` preset; "
+                                        "`quick`/`tiny` name presets too)."),
+    quick: bool = typer.Option(False, "--quick", help="The small `quick` world and a light schedule (≈ 1 minute)."),
+    out: str = typer.Option("bench-out", "--out", help="Folder for report.md, results.json and the plots."),
+    systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated subset of systems to run."),
+    checkpoints: Optional[int] = typer.Option(None, "--checkpoints", min=2, help="Evaluation times (default 10; 6 with --quick)."),
+    train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="SVI steps per doxa-learned retraining."),
+    retrain_every: Optional[int] = typer.Option(None, "--retrain-every", min=1,
+                                                help="Retrain doxa-learned every N checkpoints (default: 3 times a run)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Keep the replayed store in this file (default: in memory; "
+                                     "an existing file is refused).", show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary on standard output."),
+):
+    """The generated-world benchmark: every system on the same stream, against the known truth."""
+    from pathlib import Path
+
+    from doxa.data.world import WorldConfig, WorldConfigError, generate_world
+    from doxa.inference import baselines as B
+    from doxa.inference import bench as BN
+
+    try:
+        if world is None:
+            config = WorldConfig.preset("quick" if quick else "default")
+        elif Path(world).is_file():
+            config = WorldConfig.load(world)
+        else:
+            config = WorldConfig.preset(world)
+    except WorldConfigError as err:
+        fail(f"--world: {err}", 2)
+    if db is not None and db != ":memory:" and Path(db).exists():
+        fail(f"--db {db} already exists: the bench replays a fresh world into it; pass a new path or delete it", 2)
+
+    settings = BN.BenchSettings.quick() if quick else BN.BenchSettings()
+    if systems:
+        chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
+        unknown = [s for s in chosen if s not in B.SYSTEM_NAMES]
+        if unknown:
+            fail(f"--systems: unknown {unknown}; choose from {', '.join(B.SYSTEM_NAMES)}", 2)
+        settings.systems = chosen
+    if checkpoints is not None:
+        settings.checkpoints = checkpoints
+        settings.retrain_at = BN.default_retrain_at(checkpoints, len(settings.retrain_at))
+    if retrain_every is not None:
+        settings.retrain_at = tuple(range(retrain_every - 1, settings.checkpoints, retrain_every))
+    if train_steps is not None:
+        settings.train_steps = train_steps
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err_console = Console(stderr=True)
+    n_systems = len(settings.systems)
+    total = 1 + 2 * settings.checkpoints + n_systems
+    with Progress(TextColumn("[bold]bench[/]"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), TextColumn("{task.description}"), console=err_console,
+                  transient=True) as bar:
+        task = bar.add_task(f"drawing world {config.name}", total=total)
+        generated = generate_world(config)
+        bar.advance(task)
+
+        def tick(description: str, advance: float) -> None:
+            bar.update(task, description=description, advance=advance)
+
+        result = BN.run(generated, settings, db=db or ":memory:", progress=tick)
+        tick("writing the report", 0)
+        BN.write_report(result, out)
+
+    if as_json:
+        emit_json(result.summary())
+        return
+    render_table(result, Console())
+
+
+def render_table(result, console) -> None:
+    from rich.table import Table
+
+    from doxa.inference import bench as BN
+
+    header, rows = BN.table_rows(result)
+    w = result.world
+    table = Table(title=f"doxa bench — world {w['name']}: {w['questions']} questions, {w['readings']} readings, "
+                        f"{w['settlements']} settlements, {w['days']:.0f} days")
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"Report: {result.files[-2] if len(result.files) >= 2 else '(not written)'} "
+                  f"({result.timings.get('total_s', 0):.0f} s)")

@@ -1,0 +1,265 @@
+"""Output calibration (DESIGN §4.3): is a stated 0.8 right 80% of the time, and a map that makes it so.
+
+Inputs are *time-ordered out-of-sample* predictions: for each settlement, the belief the
+scorer would have given just before it was settled, from the evidence up to then
+(:func:`doxa.inference.train.settlement_predictions` makes them). Two maps, both in
+the form the scorer applies (:func:`doxa.inference.scorer.apply_calibration`):
+
+- ``temperature``: ``p ∝ p^(1/T)``, i.e. all log-odds divided by ``T`` (Guo et al. 2017,
+  "On calibration of modern neural networks"); one number, safe on little data;
+- ``isotonic``: a monotone piecewise-linear map of the top probability, fitted by pool
+  adjacent violators (Zadrozny & Elkan 2002), offered from ``ISOTONIC_MIN_POINTS``
+  predictions on.
+
+The method is chosen by cross-validated log-loss among none / temperature / isotonic,
+and the "after" figures reported are the cross-validated ones, not the fit's own.
+Metrics: ECE with 15 equal-mass bins of the top probability, Brier score (summed over
+options), log-loss (nats), accuracy. numpy and matplotlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from doxa.inference.scorer import apply_calibration
+
+N_BINS = 15
+ISOTONIC_MIN_POINTS = 300
+MIN_POINTS = 20  # below this, no map: too few settlements to say anything
+_EPS = 1e-12
+
+
+# ---------------------------------------------------------------------------- metrics
+def _top(probs: np.ndarray, answer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    top = probs.argmax(axis=1)
+    return probs[np.arange(len(probs)), top], (top == answer).astype(np.float64)
+
+
+def reliability_table(probs: np.ndarray, answer: np.ndarray, n_bins: int = N_BINS) -> list[dict[str, float]]:
+    """Equal-mass bins of the top probability: count, mean confidence, accuracy."""
+    conf, correct = _top(probs, answer)
+    if len(conf) == 0:
+        return []
+    order = np.argsort(conf, kind="stable")
+    rows = []
+    for chunk in np.array_split(order, min(n_bins, len(order))):
+        rows.append({"n": int(len(chunk)), "lo": float(conf[chunk].min()), "hi": float(conf[chunk].max()),
+                     "confidence": float(conf[chunk].mean()), "accuracy": float(correct[chunk].mean())})
+    return rows
+
+
+def expected_calibration_error(probs: np.ndarray, answer: np.ndarray, n_bins: int = N_BINS) -> float:
+    table = reliability_table(probs, answer, n_bins)
+    total = sum(r["n"] for r in table)
+    if total == 0:
+        return float("nan")
+    return float(sum(r["n"] * abs(r["confidence"] - r["accuracy"]) for r in table) / total)
+
+
+def brier_score(probs: np.ndarray, answer: np.ndarray) -> float:
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(len(probs)), answer] = 1.0
+    return float(((probs - onehot) ** 2).sum(axis=1).mean()) if len(probs) else float("nan")
+
+
+def log_loss(probs: np.ndarray, answer: np.ndarray) -> float:
+    if len(probs) == 0:
+        return float("nan")
+    return float(-np.log(np.clip(probs[np.arange(len(probs)), answer], _EPS, 1.0)).mean())
+
+
+def metrics(probs: np.ndarray, answer: np.ndarray) -> dict[str, float]:
+    conf, correct = _top(probs, answer)
+    return {
+        "n": int(len(probs)),
+        "accuracy": float(correct.mean()) if len(probs) else float("nan"),
+        "mean_confidence": float(conf.mean()) if len(probs) else float("nan"),
+        "ece": expected_calibration_error(probs, answer),
+        "brier": brier_score(probs, answer),
+        "log_loss": log_loss(probs, answer),
+    }
+
+
+# ---------------------------------------------------------------------------- maps
+def fit_temperature(probs: np.ndarray, answer: np.ndarray, bounds: tuple[float, float] = (0.05, 20.0)) -> float:
+    """The ``T`` minimising the log-loss of ``p^(1/T)`` (golden-section search on log T)."""
+    lo, hi = np.log(bounds[0]), np.log(bounds[1])
+
+    def loss(log_t: float) -> float:
+        return log_loss(apply_calibration({"method": "temperature", "temperature": float(np.exp(log_t))}, probs),
+                        answer)
+
+    golden = (np.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - golden * (b - a), a + golden * (b - a)
+    fc, fd = loss(c), loss(d)
+    for _ in range(60):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - golden * (b - a)
+            fc = loss(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + golden * (b - a)
+            fd = loss(d)
+    return float(np.exp((a + b) / 2))
+
+
+def fit_isotonic(probs: np.ndarray, answer: np.ndarray) -> tuple[list[float], list[float]]:
+    """Knots ``(x, y)`` of a non-decreasing map from top probability to accuracy.
+
+    Pool adjacent violators over the sorted top probabilities; each block's accuracy
+    is smoothed by one pseudo-count toward its mean confidence, so a small block of
+    hits never maps to exactly 1 (which would make one miss cost infinite log-loss).
+    """
+    conf, correct = _top(probs, answer)
+    order = np.argsort(conf, kind="stable")
+    conf, correct = conf[order], correct[order]
+    sums: list[float] = []
+    counts: list[float] = []
+    confs: list[float] = []
+    for c, y in zip(conf.tolist(), correct.tolist()):  # O(n) stack; n = settlements, not evidence
+        sums.append(y)
+        counts.append(1.0)
+        confs.append(c)
+        while len(sums) > 1 and sums[-2] / counts[-2] >= sums[-1] / counts[-1]:
+            s, n, cf = sums.pop(), counts.pop(), confs.pop()
+            sums[-1] += s
+            confs[-1] = (confs[-1] * counts[-1] + cf * n) / (counts[-1] + n)
+            counts[-1] += n
+    s_arr, n_arr, x_arr = np.asarray(sums), np.asarray(counts), np.asarray(confs)
+    y_arr = (s_arr + x_arr) / (n_arr + 1.0)
+    y_arr = np.maximum.accumulate(np.clip(y_arr, 0.0, 1.0))
+    # knots must strictly increase in x for np.interp; ties (equal confidences) keep the last
+    keep = np.r_[np.diff(x_arr) > 0, True]
+    return x_arr[keep].tolist(), y_arr[keep].tolist()
+
+
+def fit_map(method: str, probs: np.ndarray, answer: np.ndarray) -> dict[str, Any]:
+    if method == "temperature":
+        return {"method": "temperature", "temperature": fit_temperature(probs, answer)}
+    if method == "isotonic":
+        x, y = fit_isotonic(probs, answer)
+        return {"method": "isotonic", "x": x, "y": y}
+    return {"method": "none"}
+
+
+@dataclass
+class OutputCalibration:
+    """Choose and fit the output calibration map from out-of-sample predictions.
+
+    ``fit(probs, answer, groups)``: ``probs`` (n, K_max) predictions (0 beyond a
+    question's options), ``answer`` (n,) settled option, ``groups`` (n,) question of each
+    prediction (cross-validation folds keep a question's predictions together).
+    Fitted: ``map_`` (the document's ``calibration`` entry), ``method_``,
+    ``before_`` / ``after_`` (metrics), ``table_before_`` / ``table_after_``
+    (reliability tables), ``cv_log_loss_`` per method.
+    """
+
+    n_folds: int = 5
+    seed: int = 0
+    methods: tuple[str, ...] = ("none", "temperature", "isotonic")
+    map_: dict[str, Any] = field(default_factory=lambda: {"method": "none"})
+
+    def fit(self, probs: np.ndarray, answer: np.ndarray, groups: np.ndarray | None = None) -> "OutputCalibration":
+        probs = np.asarray(probs, dtype=np.float64)
+        answer = np.asarray(answer, dtype=np.int64)
+        n = len(answer)
+        self.n_ = n
+        self.before_ = metrics(probs, answer)
+        self.table_before_ = reliability_table(probs, answer)
+        candidates = [m for m in self.methods
+                      if m == "none" or (m == "temperature" and n >= MIN_POINTS)
+                      or (m == "isotonic" and n >= ISOTONIC_MIN_POINTS)]
+        if len(candidates) == 1:
+            self.method_, self.map_, self.cv_log_loss_ = "none", {"method": "none"}, {}
+            self.after_, self.table_after_ = self.before_, self.table_before_
+            self.cv_probs_ = probs
+            return self
+        folds = self._folds(n, groups)
+        cv = {m: np.zeros_like(probs) for m in candidates}
+        for f in range(folds.max() + 1):
+            test, train = folds == f, folds != f
+            for m in candidates:
+                cv[m][test] = apply_calibration(fit_map(m, probs[train], answer[train]), probs[test])
+        self.cv_log_loss_ = {m: log_loss(cv[m], answer) for m in candidates}
+        self.method_ = min(candidates, key=lambda m: self.cv_log_loss_[m])
+        self.map_ = fit_map(self.method_, probs, answer)
+        self.cv_probs_ = cv[self.method_]
+        self.after_ = metrics(self.cv_probs_, answer)
+        self.table_after_ = reliability_table(self.cv_probs_, answer)
+        return self
+
+    def _folds(self, n: int, groups: np.ndarray | None) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        if groups is None:
+            groups = np.arange(n)
+        uniq, inverse = np.unique(np.asarray(groups), return_inverse=True)
+        fold_of_group = rng.permutation(len(uniq)) % min(self.n_folds, len(uniq))
+        return fold_of_group[inverse]
+
+    def report(self) -> dict[str, Any]:
+        """JSON-ready: method, map, metrics and reliability tables before/after."""
+        return {
+            "method": self.method_,
+            "map": self.map_,
+            "n": self.n_,
+            "before": self.before_,
+            "after": self.after_,
+            "after_is": "cross-validated",
+            "cv_log_loss": self.cv_log_loss_,
+            "reliability_before": self.table_before_,
+            "reliability_after": self.table_after_,
+        }
+
+
+# ---------------------------------------------------------------------------- reporting
+def markdown_table(report: dict[str, Any]) -> str:
+    """Before/after metrics as a Markdown table."""
+    lines = ["| | n | accuracy | ECE | Brier | log-loss |", "|---|---|---|---|---|---|"]
+    for label in ("before", "after"):
+        m = report[label]
+        lines.append(f"| {label} | {m['n']} | {m['accuracy']:.3f} | {m['ece']:.3f} | {m['brier']:.3f} "
+                     f"| {m['log_loss']:.3f} |")
+    return "\n".join(lines)
+
+
+def reliability_markdown(report: dict[str, Any]) -> str:
+    lines = ["| bin | n | confidence before | accuracy before | confidence after | accuracy after |",
+             "|---|---|---|---|---|---|"]
+    for i, (b, a) in enumerate(zip(report["reliability_before"], report["reliability_after"])):
+        lines.append(f"| {i + 1} | {b['n']} | {b['confidence']:.3f} | {b['accuracy']:.3f} | {a['confidence']:.3f} "
+                     f"| {a['accuracy']:.3f} |")
+    return "\n".join(lines)
+
+
+def plot_reliability(report: dict[str, Any], path: str, title: str = "Reliability") -> str:
+    """Reliability diagram (before and after the map) as a PNG; returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5), dpi=110)
+    ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--", label="perfect")
+    for label, key, colour in (("before", "reliability_before", "tab:red"), ("after", "reliability_after", "tab:blue")):
+        rows = report.get(key) or []
+        if not rows:
+            continue
+        x = [r["confidence"] for r in rows]
+        y = [r["accuracy"] for r in rows]
+        ece = report[label]["ece"]
+        ax.plot(x, y, marker="o", color=colour, label=f"{label} (ECE {ece:.3f})")
+    ax.set_xlabel("stated confidence (top answer)")
+    ax.set_ylabel("observed accuracy")
+    ax.set_xlim(0, 1.01)
+    ax.set_ylim(0, 1.01)
+    ax.set_title(f"{title}: {report.get('method', 'none')} map, n={report.get('n', 0)}")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,281 @@
+"""The nightly job (DESIGN §4): load → fit → calibrate → publish, atomically.
+
+1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
+2. Fit the hierarchical model by SVI (:class:`doxa.inference.fit.BeliefFit`).
+3. Out-of-sample predictions for calibration: settled questions are split into folds;
+   each fold's settlements are hidden, the fit is warm-started without them, and for
+   each hidden settlement the filter gives the belief the scorer would have shown just
+   before it (evidence up to then, the question's earlier settlements included).
+   Fit the output map on those (:class:`doxa.inference.calibrate.OutputCalibration`).
+4. Publish one parameter version (one transaction); a diverged fit raises
+   :class:`~doxa.inference.fit.FitDiverged` before anything is written.
+5. Export the posterior draws as ArviZ InferenceData to ``<db>.posterior/v<N>.nc``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from doxa.data.evidence import Evidence
+from doxa.inference.calibrate import OutputCalibration
+from doxa.inference.fit import BeliefFit, derived_from_document
+from doxa.model import belief_model as bm
+
+#: Above this many settlements, one more settlement moves the global parameters so
+#: little that in-sample predictions are as good as held-out ones: skip the refits.
+IN_SAMPLE_ABOVE = 20_000
+
+
+@dataclass
+class SettlementPredictions:
+    """For each settlement: the belief just before it, and what it turned out to be."""
+
+    probs: np.ndarray  # (n, K_max)
+    answer: np.ndarray  # (n,)
+    question: np.ndarray  # (n,) question index
+    t: np.ndarray  # (n,) days
+    out_of_sample: bool
+
+
+@dataclass
+class TrainResult:
+    version: int | None
+    document: dict[str, Any]
+    calibration: OutputCalibration
+    moved: list[dict[str, Any]]
+    posterior_path: str | None
+    seconds: float
+    fit: BeliefFit = field(repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        diag = self.document.get("diagnostics", {})
+        return {
+            "version": self.version,
+            "steps": diag.get("steps"),
+            "seconds": round(self.seconds, 2),
+            "fit_seconds": diag.get("seconds"),
+            "converged": diag.get("converged"),
+            "confusion": diag.get("confusion"),
+            "n_readings": diag.get("n_readings"),
+            "n_settlements": diag.get("n_settlements"),
+            "calibration": {k: self.calibration.report()[k] for k in ("method", "before", "after")},
+            "moved": self.moved,
+            "posterior": self.posterior_path,
+        }
+
+
+def predict_settlements(evidence: Evidence, structure: bm.ModelStructure, document: dict[str, Any],
+                        rows: np.ndarray | None = None) -> SettlementPredictions:
+    """The belief the scorer would have shown just before each settlement (``rows``: which ones)."""
+    derived = derived_from_document(structure, document)
+    result, stream = bm.filter_evidence(evidence, structure, derived)
+    at_settlement = np.flatnonzero(stream.is_settlement)
+    s_rows = stream.settlement_row[at_settlement]
+    if rows is not None:
+        keep = np.isin(s_rows, rows)
+        at_settlement, s_rows = at_settlement[keep], s_rows[keep]
+    probs = result.predictive[at_settlement]
+    q = evidence.settle_q[s_rows]
+    t = evidence.settle_t[s_rows]
+    probs = _zero_rejected(evidence, probs, q, t)
+    return SettlementPredictions(probs=probs, answer=evidence.settle_answer[s_rows], question=q, t=t,
+                                 out_of_sample=False)
+
+
+def _zero_rejected(evidence: Evidence, probs: np.ndarray, q: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Options the user had rejected by then read 0, as in the scorer."""
+    if len(evidence.reject_q) == 0 or len(q) == 0:
+        return probs
+    probs = probs.copy()
+    for rq, rt, ra in zip(evidence.reject_q.tolist(), evidence.reject_t.tolist(),
+                          evidence.reject_answer.tolist()):  # rejections are few; settlements vectorised
+        probs[(q == rq) & (t >= rt), ra] = 0.0
+    total = probs.sum(axis=1, keepdims=True)
+    return np.where(total > 0, probs / np.where(total > 0, total, 1.0), probs)
+
+
+def settlement_predictions(fit: BeliefFit, evidence: Evidence, *, folds: int | None = 3, seed: int = 0,
+                           progress: bool = False) -> SettlementPredictions:
+    """Out-of-sample predictions for every settlement, by question folds (see module docstring).
+
+    ``folds=0`` (or more than ``IN_SAMPLE_ABOVE`` settlements with ``folds=None``) uses
+    the full fit's own parameters: cheaper, slightly optimistic.
+    """
+    n_settle = len(evidence.settle_q)
+    structure = fit.structure_
+    main_doc = fit.params_document()
+    if folds is None:
+        folds = 0 if n_settle > IN_SAMPLE_ABOVE else 3
+    settled_questions = np.unique(evidence.settle_q)
+    if folds < 2 or len(settled_questions) < 2 * folds:
+        return predict_settlements(evidence, structure, main_doc)
+    rng = np.random.default_rng(seed)
+    fold_of_question = np.full(len(structure.question_k), -1)
+    fold_of_question[settled_questions] = rng.permutation(len(settled_questions)) % folds
+    fold_of_settlement = fold_of_question[evidence.settle_q]
+    parts = []
+    for f in range(folds):
+        held_out = fold_of_settlement == f
+        refit = BeliefFit(**{**fit.get_params(), "progress": progress, "min_steps": 2 * fit.window,
+                             "max_steps": max(4 * fit.window, fit.steps_ // 2), "seed": seed + 1 + f})
+        refit.fit(evidence, settlement_mask=~held_out, init_from=fit)
+        parts.append(predict_settlements(evidence, structure, refit.params_document(),
+                                         rows=np.flatnonzero(held_out)))
+    return SettlementPredictions(
+        probs=np.vstack([p.probs for p in parts]),
+        answer=np.concatenate([p.answer for p in parts]),
+        question=np.concatenate([p.question for p in parts]),
+        t=np.concatenate([p.t for p in parts]),
+        out_of_sample=True,
+    )
+
+
+def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: int = 8) -> list[dict[str, Any]]:
+    """The parameters that changed most since the previous version (trust on the logit scale)."""
+    if not previous:
+        return []
+    moved: list[dict[str, Any]] = []
+
+    def logit(p: float) -> float:
+        p = min(max(p, 1e-6), 1 - 1e-6)
+        return math.log(p / (1 - p))
+
+    before_trust = previous.get("trust", {})
+    for node, entry in current.get("trust", {}).items():
+        old = before_trust.get(node)
+        if old is not None:
+            moved.append({"what": "trust", "name": node, "before": old["mean"], "after": entry["mean"],
+                          "size": abs(logit(entry["mean"]) - logit(old["mean"]))})
+    for kind, entry in current.get("kinds", {}).items():
+        old = previous.get("kinds", {}).get(kind)
+        if old and old.get("half_life_days") and entry.get("half_life_days"):
+            moved.append({"what": "half_life_days", "name": kind, "before": old["half_life_days"],
+                          "after": entry["half_life_days"],
+                          "size": abs(math.log(entry["half_life_days"] / old["half_life_days"]))})
+    for reader, entry in current.get("readers", {}).items():
+        old = previous.get("readers", {}).get(reader)
+        if old:
+            moved.append({"what": "reader_temperature", "name": reader, "before": old["temperature"],
+                          "after": entry["temperature"],
+                          "size": abs(math.log(entry["temperature"] / old["temperature"]))})
+    moved.sort(key=lambda m: -m["size"])
+    return [dict(m, size=round(m["size"], 4)) for m in moved[:top]]
+
+
+def posterior_dir_for(db_path: str) -> Path | None:
+    if not db_path or db_path == ":memory:":
+        return None
+    return Path(str(db_path) + ".posterior")
+
+
+def inference_data(fit: BeliefFit):
+    """Posterior draws as ArviZ InferenceData (one chain; draws from the variational guide)."""
+    import arviz as az
+
+    s, d = fit.structure_, fit.draws_
+    posterior = {
+        "trust": d["trust"][None],
+        "trust_root": d["trust_root"][None],
+        "trust_scale": d["trust_scale"][None],
+        "change_rate": d["rate"][None],
+        "half_life_days": (np.log(2.0) / d["rate"])[None],
+        "rate_loc": d["rate_loc"][None],
+        "rate_scale": d["rate_scale"][None],
+        "reader_temperature": d["temperature"][None],
+    }
+    k_max = int(max(s.group_ks)) if s.group_ks else 2
+    prior = np.full((1, d["trust"].shape[0], s.n_kinds, k_max), np.nan)
+    for k in s.group_ks:
+        kinds = s.kinds_with_k(k)
+        prior[0, :, kinds, :k] = np.moveaxis(d[f"prior_{k}"], 0, 1)
+    posterior["base_rates"] = prior
+    coords = {
+        "node": s.tree.paths.astype(str).tolist(),
+        "kind": s.kinds.astype(str).tolist(),
+        "reader": s.readers.astype(str).tolist() or ["none"],
+        "option": list(range(k_max)),
+        "depth": list(range(1, max(s.max_depth, 1) + 1)),
+    }
+    dims = {"trust": ["node"], "trust_scale": ["depth"], "change_rate": ["kind"], "half_life_days": ["kind"],
+            "reader_temperature": ["reader"], "base_rates": ["kind", "option"]}
+    for k in s.pairs:
+        if f"confusion_{k}" in d:
+            name = f"confusion_k{k}"
+            posterior[name] = d[f"confusion_{k}"][None]
+            coords[f"pair_k{k}"] = [f"{s.tree.paths[n]}|{s.kinds[c]}" for n, c in zip(s.pairs[k].node, s.pairs[k].kind)]
+            coords[f"truth_k{k}"] = list(range(k))
+            coords[f"stated_k{k}"] = list(range(k))
+            dims[name] = [f"pair_k{k}", f"truth_k{k}", f"stated_k{k}"]
+    elbo = -np.asarray(fit.losses_, dtype=np.float64)
+    idata = az.from_dict(posterior=posterior, coords=coords, dims=dims,
+                         sample_stats={"elbo_trace_last": np.full((1, d["trust"].shape[0]), elbo[-1])},
+                         attrs={"inference": "SVI (variational draws)", "steps": int(fit.steps_),
+                                "confusion": int(fit.confusion_), "guide": fit.guide})
+    idata.add_groups({"fit": {"elbo": elbo}})
+    return idata
+
+
+def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: int | None = None,
+          posterior_dir: str | os.PathLike | None = None, publish: bool = True, seed: int = 0,
+          progress: bool = True) -> TrainResult:
+    """Run the nightly job on an open :class:`~doxa.data.store.Store`; returns what was published."""
+    started = time.perf_counter()
+    evidence = store.load_evidence(at)
+    options = {"seed": seed, "progress": progress, **(fit_options or {})}
+    fit = BeliefFit(**options).fit(evidence)
+    document = fit.params_document()
+
+    predictions = settlement_predictions(fit, evidence, folds=folds, seed=seed, progress=progress)
+    calibration = OutputCalibration(seed=seed).fit(predictions.probs, predictions.answer, predictions.question)
+    document["calibration"] = calibration.map_
+    report = calibration.report()
+    report["out_of_sample"] = predictions.out_of_sample
+    document["diagnostics"]["calibration"] = report
+
+    previous_version, previous = store.latest_params()
+    moved = what_moved(previous, document)
+    document["diagnostics"]["moved"] = moved
+    document["diagnostics"]["previous_version"] = previous_version
+    document["diagnostics"]["trained_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    document = _finite(document)
+
+    staged = None
+    folder = Path(posterior_dir) if posterior_dir is not None else posterior_dir_for(store.path)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = folder / f".staged-{os.getpid()}.nc"
+        inference_data(fit).to_netcdf(str(staged), engine="h5netcdf")
+
+    version = store.publish_params(document) if publish else None
+    posterior_path = None
+    if staged is not None:
+        if version is not None:
+            final = folder / f"v{version}.nc"
+            os.replace(staged, final)
+            posterior_path = str(final)
+        else:
+            posterior_path = str(staged)
+    return TrainResult(version=version, document=document, calibration=calibration, moved=moved,
+                       posterior_path=posterior_path, seconds=time.perf_counter() - started, fit=fit)
+
+
+def _finite(value):
+    """JSON has no inf/NaN: an infinite half-life (no change) is written as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+__all__ = ["train", "TrainResult", "settlement_predictions", "predict_settlements", "what_moved",
+           "inference_data", "posterior_dir_for"]

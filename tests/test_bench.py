@@ -1,0 +1,311 @@
+"""`doxa bench`: the metrics on known cases, the baselines on hand-computed cases, and one quick run.
+
+The quick run checks the report's shape (every system row, metrics in range, files
+written), never its numbers: those belong to docs/bench.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doxa.data.store import to_days
+from doxa.inference import baselines as B
+from doxa.inference import bench as BN
+
+LATER = to_days(datetime(2026, 12, 31))
+
+
+# ============================================================================ metrics
+def test_ece_of_two_known_bins():
+    # 15 answers at 0.6 of which 9 right (calibrated), 15 at 0.9 all right (under-confident by 0.1)
+    confidence = np.r_[np.full(15, 0.6), np.full(15, 0.9)]
+    correct = np.r_[np.ones(9), np.zeros(6), np.ones(15)].astype(bool)
+    assert BN.expected_calibration_error(confidence, correct, n_bins=2) == pytest.approx(0.5 * 0.0 + 0.5 * 0.1)
+
+
+def test_ece_uses_fifteen_equal_mass_bins():
+    confidence = np.repeat(np.linspace(0.5, 0.95, 15), 10)
+    correct = np.zeros(150, dtype=bool)  # every bin entirely wrong: ECE is the mean confidence
+    bins = BN.reliability_bins(confidence, correct.astype(float), 15)
+    assert bins["count"].tolist() == [10] * 15
+    assert BN.expected_calibration_error(confidence, correct) == pytest.approx(confidence.mean())
+
+
+def test_aurc_of_a_perfect_ranking():
+    n, errors = 10, 3
+    confidence = np.linspace(1.0, 0.1, n)  # strictly decreasing
+    correct = np.r_[np.ones(n - errors), np.zeros(errors)].astype(bool)  # the errors are the least confident
+    expected = sum((k - (n - errors)) / k for k in range(n - errors + 1, n + 1)) / n
+    assert BN.aurc(confidence, correct) == pytest.approx(expected)
+    assert BN.aurc(confidence, correct[::-1]) > BN.aurc(confidence, correct)
+
+
+def test_ties_in_confidence_are_split_evenly():
+    confidence = np.full(10, 0.7)
+    correct = np.r_[np.ones(6), np.zeros(4)].astype(bool)
+    # with every answer equally sure, dropping some cannot help in expectation
+    assert BN.selective_accuracy(confidence, correct, 0.5) == pytest.approx(0.6)
+    assert BN.aurc(confidence, correct) == pytest.approx(0.4)
+
+
+def test_selective_accuracy_drops_the_least_certain():
+    confidence = np.array([0.99, 0.95, 0.9, 0.85, 0.6])
+    correct = np.array([1, 1, 1, 1, 0], dtype=bool)
+    assert BN.selective_accuracy(confidence, correct, 0.8) == 1.0
+    assert BN.selective_accuracy(confidence, correct, 1.0) == pytest.approx(0.8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), min_size=1, max_size=40))
+def test_metrics_stay_in_range(pairs):
+    confidence = np.array([p for p, _ in pairs])
+    correct = np.array([c for _, c in pairs])
+    assert 0.0 <= BN.expected_calibration_error(confidence, correct) <= 1.0
+    assert -1e-12 <= BN.aurc(confidence, correct) <= 1.0 + 1e-12
+    for coverage in (0.7, 0.8, 0.9, 1.0):
+        assert -1e-12 <= BN.selective_accuracy(confidence, correct, coverage) <= 1.0 + 1e-12
+    # at full coverage the answer is the plain accuracy, whatever the ranking
+    assert BN.selective_accuracy(confidence, correct, 1.0) == pytest.approx(correct.mean())
+
+
+def test_log_loss_clips_a_certain_miss():
+    probs = np.array([[1.0, 0.0], [0.5, 0.5]])
+    truth = np.array([1, 0])
+    assert BN.log_loss(probs, truth) == pytest.approx((-math.log(BN.LOG_LOSS_FLOOR) + math.log(2)) / 2)
+
+
+# ============================================================================ hand-made evidence
+def _evidence(mem, rec, readings, settlements=()):
+    """One question ``q`` (options a, b, c); ``readings``: (message id, source, day, probs, unclear, one_off)."""
+    records = [rec.question("q", ["a", "b", "c"], kind="k")]
+    sources = {r[1] for r in readings}
+    records += [rec.source(s, ["person", "self", "chat"]) for s in sorted(sources)]
+    for mid, source, day, probs, unclear, one_off in readings:
+        records.append(rec.message(mid, source, f"2026-01-{day:02d}", f"message {mid}"))
+        records.append(rec.reading(mid, "q", probs, unclear=unclear, one_off=one_off))
+    records += [rec.settlement("q", answer, f"2026-01-{day:02d}") for answer, day in settlements]
+    mem.ingest(records)
+    return mem.store.load_evidence(None)
+
+
+def test_latest_wins_takes_the_newest_statement_about_the_question(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0),
+        ("m2", "s2", 2, {"a": 0.1, "b": 0.6, "c": 0.1}, 0.2, 0.0),
+        # newest, but the reader says it is not about the question
+        ("m3", "s1", 3, {"a": 0.0, "b": 0.0, "c": 0.3}, 0.7, 0.0),
+    ])
+    probs = B.LatestWins().predict(ev, LATER)
+    assert probs[0].tolist() == pytest.approx([0.125, 0.75, 0.125])
+
+
+def test_majority_breaks_ties_by_the_settled_base_rate(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0),
+        ("m2", "s2", 2, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.0, 0.0),
+    ])
+    probs = B.MajorityVote().predict(ev, LATER)
+    assert probs[0, 0] == pytest.approx(probs[0, 1])  # one vote each, uniform base rate: a tie
+    assert probs[0].sum() == pytest.approx(1.0)
+
+
+def test_recall_reproduces_the_seed_worked_example(mem, rec):
+    # the seed: a claim stated 0.9; one contradiction stated 1.0 → 0.44; a second → 0.32
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0),
+        ("m2", "s2", 2, {"a": 0.0, "b": 1.0, "c": 0.0}, 0.0, 0.0),
+    ])
+    eff = B.RecallConfidence().effective(ev)
+    assert eff[0, 0] == pytest.approx(0.9 - 0.6 * math.tanh(1.0), abs=1e-9)
+    assert round(eff[0, 0], 2) == 0.44
+    assert eff[0, 1] == pytest.approx(1.0 - 0.6 * math.tanh(0.9), abs=1e-9)
+    assert eff[0, 2] == 0.0  # never stated
+
+
+def test_recall_second_contradiction_and_support_ceiling(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0),
+        ("m2", "s2", 2, {"a": 0.0, "b": 1.0, "c": 0.0}, 0.0, 0.0),
+        ("m3", "s3", 3, {"a": 0.0, "b": 0.0, "c": 1.0}, 0.0, 0.0),
+    ] + [(f"x{i}", f"t{i}", 4, {"a": 1.0, "b": 0.0, "c": 0.0}, 0.0, 0.0) for i in range(10)])
+    eff = B.RecallConfidence().effective(ev)
+    # the cell for a is a certain statement; ten-minus-one agreeing add at most 0.15, two contradictions cost 0.578
+    assert eff[0, 0] == pytest.approx(min(1.0, 1.0 + 0.15 * math.tanh(9.9) - 0.6 * math.tanh(2.0)), abs=1e-9)
+    assert round(0.9 - 0.6 * math.tanh(2.0), 2) == 0.32  # the seed's number, for the record
+
+
+def test_recall_discounts_authors_wrong_while_sure(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.8, "b": 0.1, "c": 0.1}, 0.0, 0.0),   # judged by the settlement on day 5: wrong
+        ("m2", "s1", 2, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.0, 0.0),   # judged right
+        ("m3", "s2", 3, {"a": 0.2, "b": 0.7, "c": 0.1}, 0.0, 0.0),   # judged right
+    ], settlements=[("b", 5)])
+    recall = B.RecallConfidence()
+    cal = recall.calibration(ev, B.statements(ev))
+    by_source = dict(zip(ev.sources.ids.tolist(), cal.tolist()))
+    assert by_source["s1"] == pytest.approx(1.0 - 0.8 / 2)  # wrong half the time, at 0.8 when wrong
+    assert by_source["s2"] == 1.0
+
+
+def test_engram_update_rules_by_hand(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.8, "b": 0.1, "c": 0.1}, 0.0, 0.0),   # creates memory a at 0.8
+        ("m2", "s2", 2, {"a": 0.7, "b": 0.2, "c": 0.1}, 0.0, 0.0),   # confirms: +0.05 in log-odds
+        ("m3", "s3", 3, {"a": 0.05, "b": 0.9, "c": 0.05}, 0.0, 0.9),  # one-off contradiction: −0.20, kept
+        ("m4", "s4", 4, {"a": 0.2, "b": 0.5, "c": 0.3}, 0.0, 0.0),   # lasting, surer than the weakened memory
+    ])
+    engram = B.EngramConfidence(base_decay_rate=0.0)
+    confirmed = 1 / (1 + math.exp(-(math.log(0.8 / 0.2) + 0.05)))
+    weakened = confirmed - 0.20  # after the one-off contradiction
+    assert weakened - 0.20 < 0.5  # so m4, lasting, supersedes what is left after its own −0.20
+    current, conf = engram.memories(ev, LATER)
+    assert current[0] == 1 and conf[0] == pytest.approx(0.5)
+    assert engram.predict(ev, LATER)[0].tolist() == pytest.approx([0.25, 0.5, 0.25])
+    # only the first three: memory a, weakened, not superseded
+    first3 = BN.evidence_until(ev, to_days(datetime(2026, 1, 3)))
+    current, conf = engram.memories(first3, to_days(datetime(2026, 1, 3)))
+    assert current[0] == 0 and conf[0] == pytest.approx(weakened)
+
+
+def test_engram_decays_unused_memories(mem, rec):
+    ev = _evidence(mem, rec, [("m1", "s1", 1, {"a": 0.8, "b": 0.1, "c": 0.1}, 0.0, 0.0)])
+    at = to_days(datetime(2026, 1, 11))
+    _, conf = B.EngramConfidence(base_decay_rate=0.01).memories(ev, at)
+    assert conf[0] == pytest.approx(0.8 * 0.99 ** 10)
+
+
+def test_wording_is_the_filter_at_face_value(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.6, "b": 0.2, "c": 0.2}, 0.0, 0.0),
+        ("m2", "s2", 2, {"a": 0.5, "b": 0.25, "c": 0.25}, 0.0, 0.0),
+    ])
+    probs = B.wording().predict(ev, LATER)[0]
+    product = np.array([0.6 * 0.5, 0.2 * 0.25, 0.2 * 0.25])
+    assert probs.tolist() == pytest.approx((product / product.sum()).tolist())
+
+
+def test_equal_trust_ignores_stated_trust(mem, rec):
+    records = [rec.question("q", ["a", "b"], kind="k"), rec.source("s1", ["web"], trust=0.99),
+               rec.source("s2", ["web"], trust=0.51),
+               rec.message("m1", "s1", "2026-01-01", "one"), rec.reading("m1", "q", {"a": 0.9, "b": 0.1}),
+               rec.message("m2", "s2", "2026-01-01", "two"), rec.reading("m2", "q", {"a": 0.1, "b": 0.9})]
+    mem.ingest(records)
+    ev = mem.store.load_evidence(None)
+    assert B.doxa_equal().predict(ev, LATER)[0].tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_evidence_until_matches_the_store_cut(mem, rec):
+    ev = _evidence(mem, rec, [
+        ("m1", "s1", 1, {"a": 0.8, "b": 0.1, "c": 0.1}, 0.0, 0.0),
+        ("m2", "s2", 5, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.0, 0.0),
+    ], settlements=[("b", 3), ("a", 7)])
+    at = datetime(2026, 1, 4)
+    cut = BN.evidence_until(ev, to_days(at))
+    direct = mem.store.load_evidence(at)
+    for name in ("q", "t", "probs", "settle_q", "settle_t", "settle_answer"):
+        assert np.array_equal(getattr(cut, name), getattr(direct, name)), name
+
+
+def test_planted_pseudo_questions_add_claims_one_by_one(mem, rec):
+    ev = _evidence(mem, rec, [("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0)])
+    cap = 3
+    batch = BN.PlantedBatch(
+        question=np.array([0]), wrong=np.array([2]), t=np.full((1, cap), to_days(datetime(2026, 2, 1))),
+        probs=np.tile([0.0, 0.0, 1.0], (1, cap, 1)), unclear=np.zeros((1, cap)), unrelated=np.zeros((1, cap)),
+        one_off=np.zeros((1, cap)), source_ids=np.array([[f"p{i}" for i in range(cap)]], dtype=object),
+        source_paths=np.array([[f"web/forum/p{i}" for i in range(cap)]], dtype=object), reader="reader-1")
+    aug, pseudo = BN.with_planted(ev, batch)
+    assert pseudo.shape == (1, cap + 1)
+    assert np.bincount(aug.q, minlength=cap + 1).tolist() == [1, 2, 3, 4]
+    probs = B.LatestWins().predict(aug, LATER)
+    assert BN.flips_needed(probs, pseudo, batch.wrong).tolist() == [1]
+    probs = B.MajorityVote().predict(aug, LATER)
+    assert BN.flips_needed(probs, pseudo, batch.wrong).tolist() == [2]
+
+
+# ============================================================================ one quick run
+@pytest.fixture(scope="module")
+def quick_result(tmp_path_factory):
+    from doxa.data.world import WorldConfig, generate_world
+
+    world = generate_world(WorldConfig.preset("quick"))
+    bench_settings = BN.BenchSettings.quick()
+    bench_settings.train_steps = 25  # shape only: a short fit keeps the test well inside a minute
+    result = BN.run(world, bench_settings)
+    out = tmp_path_factory.mktemp("bench-out")
+    files = BN.write_report(result, out)
+    return result, out, files
+
+
+def test_quick_run_has_every_system_with_metrics_in_range(quick_result):
+    result, _, _ = quick_result
+    summary = result.summary()
+    assert [row["system"] for row in summary["systems"]] == list(B.SYSTEM_NAMES)
+    cap = result.settings["planted_cap"]
+    for row in summary["systems"]:
+        if row.get("status") == "missing":
+            assert row["system"] in ("doxa-learned", "dawid-skene") and row["note"]
+            continue
+        assert 0.0 <= row["accuracy"] <= 1.0
+        assert row["log_loss"] >= 0.0
+        assert 0.0 <= row["ece"] <= 1.0
+        assert 0.0 <= row["acc_at_80_coverage"] <= 1.0
+        assert 0.0 <= row["aurc"] <= 1.0
+        assert row["planted_to_flip"] is None or 1 <= row["planted_to_flip"] <= cap + 1
+        assert row["us_per_read"] > 0.0
+    assert summary["world"]["questions"] > 0 and summary["world"]["settlements"] > 0
+    json.dumps(summary)  # JSON-safe: no NaN, no numpy
+
+
+def test_quick_run_writes_the_report_and_plots(quick_result):
+    result, out, files = quick_result
+    for name in ("report.md", "results.json", "reliability.png", "risk_coverage.png", "accuracy_over_time.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0
+    report = (out / "report.md").read_text()
+    for system in B.SYSTEM_NAMES:
+        assert f"| {system} |" in report
+    assert json.loads((out / "results.json").read_text())["world"]["name"] == "quick"
+
+
+def test_quick_run_learning_curve_counts_settlements(quick_result):
+    result, _, _ = quick_result
+    if not result.learning:
+        pytest.skip("doxa-learned did not run here")
+    seen = [p["settlements"] for p in result.learning]
+    assert seen == sorted(seen) and seen[-1] > 0
+    assert any(p["trained"] for p in result.learning)
+    for p in result.learning:
+        assert 0.0 <= p["trust_error"]["nodes"] <= 1.0
+
+
+def test_cli_bench_json_on_the_tiny_world(tmp_path):
+    from typer.testing import CliRunner
+
+    from doxa.cli.main import app
+
+    out = tmp_path / "out"
+    found = CliRunner().invoke(app, ["bench", "--world", "tiny", "--systems", "oracle,latest-wins,majority",
+                                     "--checkpoints", "3", "--out", str(out), "--json"])
+    assert found.exit_code == 0, found.output
+    summary = json.loads(found.stdout)
+    assert [r["system"] for r in summary["systems"]] == ["oracle", "latest-wins", "majority"]
+    assert set(BN.METRIC_KEYS) <= set(summary["systems"][0])
+    assert (out / "report.md").is_file()
+
+
+def test_cli_bench_refuses_an_unknown_system(tmp_path):
+    from typer.testing import CliRunner
+
+    from doxa.cli.main import app
+
+    found = CliRunner().invoke(app, ["bench", "--world", "tiny", "--systems", "oracle,psychic", "--out",
+                                     str(tmp_path)])
+    assert found.exit_code == 2
+    assert "psychic" in found.output

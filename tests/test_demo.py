@@ -1,0 +1,96 @@
+"""`doxa demo`: the Maya example end to end, and the beliefs tell its story."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import doxa
+from doxa.cli.main import app
+from doxa.data.demo import DEMO_NOW, demo_records
+from doxa.data.times import parse_time
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> dict:
+    path = str(tmp_path_factory.mktemp("demo") / "demo.duckdb")
+    result = CliRunner().invoke(app, ["demo", "--db", path, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    out["beliefs_by_question"] = {b["question"]: b for b in out["beliefs"]}
+    out["explained"] = {e["belief"]["question"]: e for e in out["explanations"]}
+    return out
+
+
+def answers(demo, question) -> dict[str, float]:
+    return demo["beliefs_by_question"][question]["answers"]
+
+
+def top(demo, question) -> str:
+    return demo["beliefs_by_question"][question]["top"]
+
+
+def ignored(demo, question, message) -> str | None:
+    (term,) = [t for t in demo["explained"][question]["terms"] if t["message"] == message]
+    return term["ignored"]
+
+
+def test_demo_json_has_its_parts(demo):
+    assert set(demo) >= {"db", "at", "added", "beliefs", "explanations", "instructions"}
+    assert demo["at"].startswith("2026-12-01T12:00:00")
+    assert demo["added"]["messages"] == sum(r["type"] == "message" for r in demo_records())
+
+
+def test_maya_s_own_word_beats_the_florist_for_flowers(demo):
+    flowers = answers(demo, "maya.favourite_flower")
+    assert top(demo, "maya.favourite_flower") == "tulips"
+    assert flowers["tulips"] > flowers["lilies"]
+
+
+def test_the_forwarded_florist_email_is_ignored_as_a_copy(demo):
+    assert "copy of f2" in ignored(demo, "maya.favourite_flower", "f3")
+    assert ignored(demo, "maya.favourite_flower", "f2") is None
+
+
+def test_the_move_wins_for_the_address(demo):
+    home = answers(demo, "maya.home")
+    assert top(demo, "maya.home") == "7 Harbour Road" and home["7 Harbour Road"] > home["12 Elm Street"]
+
+
+def test_maya_eats_fish_now_and_the_assistant_note_is_ignored(demo):
+    assert top(demo, "maya.diet") == "eats fish"
+    assert "assistant" in ignored(demo, "maya.diet", "n1")
+
+
+def test_sam_is_vegetarian(demo):
+    assert top(demo, "sam.diet") == "vegetarian"
+
+
+def test_a_vague_birthday_says_ask_and_the_loud_places_instruction_stands(demo):
+    assert demo["beliefs_by_question"]["maya.birthday"]["act"] is False
+    assert [i["id"] for i in demo["instructions"]] == ["i1"]
+
+
+def test_the_copy_and_the_assistant_note_change_no_belief(demo):
+    """Same beliefs as a store that never saw the forwarded copy nor the assistant note."""
+    dropped = {"f3", "n1"}
+    kept = [r for r in demo_records()
+            if not (r["type"] == "message" and r["id"] in dropped) and r.get("message") not in dropped]
+    with doxa.open(":memory:", log_reads=False) as memory:
+        memory.ingest(kept)
+        without = {b.question: b.answers for b in memory.beliefs(at=parse_time(DEMO_NOW))}
+    assert without == {q: b["answers"] for q, b in demo["beliefs_by_question"].items()}
+
+
+def test_demo_runs_as_text_and_starts_fresh_each_time(tmp_path):
+    path = str(tmp_path / "demo.duckdb")
+    runner = CliRunner()
+    first = runner.invoke(app, ["demo", "--db", path])
+    assert first.exit_code == 0, first.output
+    assert "maya.favourite_flower" in first.stdout and "Instruction" in first.stdout
+    second = runner.invoke(app, ["demo", "--db", path, "--json"])
+    assert second.exit_code == 0, second.output
+    # everything is new again: the second run did not reuse the first run's store
+    assert json.loads(second.stdout)["added"]["messages"] == sum(r["type"] == "message" for r in demo_records())
