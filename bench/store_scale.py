@@ -273,23 +273,59 @@ def doxa_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from doxa.cli import main; main()"]
 
 
-def bench_cold_start(db: str, question: str, runs: int) -> dict[str, float]:
-    env = {k: v for k, v in os.environ.items() if k != "DOXA_DB"}
-    walls = []
+def _process_times(command: list[str], runs: int, env: dict) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user + sys) seconds of ``runs`` fresh processes."""
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run([*doxa_command(), "belief", question, "--db", db, "--json"], capture_output=True,
-                              text=True, env=env)
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode != 0:
-            raise SystemExit(f"doxa belief failed: {done.stderr}")
-    bare = []
+            raise SystemExit(f"{' '.join(command)} failed: {done.stderr}")
+    return walls, cpus
+
+
+def bench_cold_start(db: str, question: str, runs: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, cpu) of `doxa belief` and of the floors under it: bare Python, Python importing duckdb + numpy."""
+    env = {k: v for k, v in os.environ.items() if k != "DOXA_DB"}
+    commands = {
+        "doxa belief": [*doxa_command(), "belief", question, "--db", db, "--json"],
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "python -c 'import duckdb, numpy'": [sys.executable, "-c", "import duckdb, numpy"],
+    }
+    out = {}
+    for name, command in commands.items():
+        walls, cpus = _process_times(command, runs, env)
+        out[name] = (statistics.median(walls), statistics.median(cpus), min(walls), max(walls))
+    return out
+
+
+PHASES_CODE = """
+import time; t0 = time.perf_counter()
+import json, sys
+from doxa.data.store import Store
+from doxa.inference.memory import Memory
+t1 = time.perf_counter(); store = Store.open(sys.argv[1], create=False)
+t2 = time.perf_counter(); belief = Memory(store).belief(sys.argv[2])
+t3 = time.perf_counter(); store.close()
+t4 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "open store": t2 - t1, "belief (query + score + log read)": t3 - t2,
+                  "close (checkpoint)": t4 - t3}))
+"""
+
+
+def cold_phases(db: str, question: str, runs: int) -> dict[str, float]:
+    """Where a fresh process's time goes, median per phase (what `doxa belief` does, minus argument parsing)."""
+    samples: dict[str, list[float]] = {}
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        bare.append(time.perf_counter() - start)
-    return {"median": statistics.median(walls), "min": min(walls), "max": max(walls),
-            "python_alone": statistics.median(bare)}
+        done = subprocess.run([sys.executable, "-c", PHASES_CODE, db, question], capture_output=True, text=True,
+                              check=True)
+        for name, seconds in json.loads(done.stdout).items():
+            samples.setdefault(name, []).append(seconds)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def import_offenders(db: str, question: str, top: int) -> tuple[list[tuple[str, float]], float]:
@@ -350,7 +386,8 @@ def main() -> None:
               f"peak memory {peak_rss_gib():.1f} GiB")
         print("  added: " + ", ".join(f"{n:,} {t}" for t, n in added.items()))
 
-    batch = small_batch(db, args.questions, args.sources, 1000, args.seed + 1)
+    # a new batch every run, also when --reuse runs again on the same store
+    batch = small_batch(db, args.questions, args.sources, 1000, int(time.time()))
     from doxa.data.store import Store
 
     with Store.open(db) as store:
@@ -373,8 +410,12 @@ def main() -> None:
 
     question = "q0000042" if args.questions > 42 else "q0000000"
     cold = bench_cold_start(db, question, args.runs)
-    print(f"\n`doxa belief {question} --json` as a process, {args.runs} runs: median {cold['median']:.3f} s "
-          f"(min {cold['min']:.3f}, max {cold['max']:.3f}); `python -c pass` alone {cold['python_alone']:.3f} s")
+    print(f"\ncold start as a process, median of {args.runs} runs (wall; CPU user+sys; wall min-max):")
+    for name, (wall, cpu, lo, hi) in cold.items():
+        print(f"  {name:<36} {wall:6.3f} s wall  {cpu:6.3f} s CPU   ({lo:.3f}-{hi:.3f})")
+    print("  phases inside a fresh process (median):")
+    for name, seconds in cold_phases(db, question, args.runs).items():
+        print(f"    {name:<34} {seconds:6.3f} s")
     offenders, total = import_offenders(db, question, 12)
     print(f"imports of that run (python -X importtime, top-level packages, cumulative; total {total:.3f} s):")
     for name, seconds in offenders:

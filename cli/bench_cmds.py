@@ -26,7 +26,7 @@ def bench(
     checkpoints: Optional[int] = typer.Option(None, "--checkpoints", min=2, help="Evaluation times (default 10; 6 with --quick)."),
     train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="SVI steps per doxa-learned retraining."),
     retrain_every: Optional[int] = typer.Option(None, "--retrain-every", min=1,
-                                                help="Retrain doxa-learned every N checkpoints (default: 3 times a run)."),
+                                                help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
     db: Optional[str] = typer.Option(None, "--db", help="Keep the replayed store in this file (default: in memory; "
                                      "an existing file is refused).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary on standard output."),
@@ -101,9 +101,12 @@ def render_table(result, console) -> None:
     table = Table(title=f"doxa bench — world {w['name']}: {w['questions']} questions, {w['readings']} readings, "
                         f"{w['settlements']} settlements, {w['days']:.0f} days")
     for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i == 0 else "right")
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    console.print("acc@80%: accuracy when the least certain 20% go to a person · AURC: area under the "
+                  "risk–coverage curve (lower is better) · planted: median planted claims to flip a belief "
+                  f"held at ≥ 0.9 (>{result.settings.get('planted_cap', 20)}: most held)", style="dim")
     console.print(f"Report: {result.files[-2] if len(result.files) >= 2 else '(not written)'} "
                   f"({result.timings.get('total_s', 0):.0f} s)")

@@ -18,6 +18,13 @@ AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8
 ByOption = typer.Option("user", "--by", help="Who does this (recorded with the operation).")
 
 
+def _e(value) -> str:
+    """User text made safe for rich markup ("[urgent]" stays literal)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _bar(p: float, width: int = 20) -> str:
     return "█" * int(round(p * width))
 
@@ -129,8 +136,8 @@ def register(app: typer.Typer) -> None:
         for name in ("score", "sent", "source", "message", "text"):
             table.add_column(name)
         for h in hits:
-            text = h.text + (" [dim](assistant note: never evidence)[/]" if h.is_assistant else "")
-            table.add_row(f"{h.score:.2f}", f"{h.sent_at:%Y-%m-%d}", h.source, h.message, text)
+            text = _e(h.text) + (" [dim](assistant note: never evidence)[/]" if h.is_assistant else "")
+            table.add_row(f"{h.score:.2f}", f"{h.sent_at:%Y-%m-%d}", _e(h.source), _e(h.message), text)
         con.print(table)
 
     @app.command()
@@ -158,9 +165,15 @@ def register(app: typer.Typer) -> None:
                                          at=moment, limit=limit))
             emit_json(result.to_dict())
             return
+        con = console()
+        if not con.is_terminal:
+            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
+                                         at=moment, limit=limit))
+            render_ask(result)
+            return
         from rich.progress import Progress
 
-        with Progress(transient=True, console=console()) as bar:
+        with Progress(transient=True, console=con) as bar:
             task_id = bar.add_task("reading messages", total=None)
 
             def progress(done: int, total: int) -> None:
@@ -272,9 +285,10 @@ def register(app: typer.Typer) -> None:
 
         table = Table(title=f"{len(found)} organizer operation(s)")
         for name in ("id", "op", "questions", "by", "at", "undone"):
-            table.add_column(name)
+            table.add_column(name, overflow="fold")
         for o in found:
-            table.add_row(o["id"], o["op"], ", ".join(o["questions"]), o["by"], f"{o['at']:%Y-%m-%d %H:%M}",
+            what = ", ".join(o["questions"]) if o["op"] != "undo" else f"undoes {o['record'].get('op')}"
+            table.add_row(_e(o["id"]), o["op"], _e(what), _e(o["by"]), f"{o['at']:%Y-%m-%d %H:%M}",
                           "yes" if o["undone"] else "")
         console().print(table)
 
@@ -343,12 +357,12 @@ def _apply(mem, record: dict, show: list[str], as_json: bool) -> None:
     verb = {"question_merge": "Merged", "question_split": "Split", "undo": "Undid"}[record["type"]]
     what = record.get("from") or record.get("question") or record.get("op")
     if not added:
-        con.print(f"Nothing to do: operation {op!r} is already recorded.")
+        con.print(f"Nothing to do: operation {_e(repr(op))} is already recorded.")
     else:
-        con.print(f"{verb} {what} (operation [bold]{op}[/]; `doxa undo {op}` reverses it)."
-                  if record["type"] != "undo" else f"{verb} {what}.")
+        con.print(f"{verb} {_e(what)} (operation [bold]{_e(op)}[/]; `doxa undo {_e(op)}` reverses it)."
+                  if record["type"] != "undo" else f"{verb} {_e(what)}.")
     for b in beliefs:
-        con.print(f"  {b.question}: {_answers(b.answers)}" + ("" if b.act else "  [yellow]ask[/]"))
+        con.print(f"  {_e(b.question)}: {_e(_answers(b.answers))}" + ("" if b.act else "  [yellow]ask[/]"))
 
 
 def _active(mem, question_id: str) -> bool:
@@ -358,29 +372,38 @@ def _active(mem, question_id: str) -> bool:
         return False
 
 
+def _indented(con, text: str, indent: int, style: str = "") -> None:
+    """Print ``text`` wrapped to the terminal with every line indented (no markup inside)."""
+    import textwrap
+
+    pad = " " * indent
+    wrapped = textwrap.fill(text, width=max(con.width, indent + 20), initial_indent=pad, subsequent_indent=pad)
+    con.print(wrapped, style=style or None, markup=False, highlight=False, soft_wrap=True)
+
+
 def render_context(ctx) -> None:
     from doxa.cli.main import console
 
     con = console()
-    con.print(f"[bold]Context for[/] “{ctx.task}” as of {ctx.at[:10]}")
+    con.print(f"[bold]Context for[/] “{_e(ctx.task)}” as of {ctx.at[:10]}")
     if ctx.note:
-        con.print(f"[yellow]{ctx.note}[/]")
+        con.print(f"[yellow]{_e(ctx.note)}[/]")
     if ctx.subjects:
         parts = []
         for s in ctx.subjects:
             if s["hop"] == 0:
-                parts.append(f"[bold]{s['name']}[/] (named: “{s['label']}”)")
+                parts.append(f"[bold]{_e(s['name'])}[/] (named: “{_e(s['label'])}”)")
             else:
-                parts.append(f"[bold]{s['name']}[/] (one hop: {s['via']})")
+                parts.append(f"[bold]{_e(s['name'])}[/] (one hop: {_e(s['via'])})")
         con.print("Subjects: " + " · ".join(parts))
     if ctx.terms:
         con.print(f"Ranked by the words: {', '.join(ctx.terms)}")
     con.print()
     for n, q in enumerate(ctx.questions, start=1):
         flag = "[yellow]ASK[/]" if q.ask else "[green]act[/]"
-        con.print(f"{n:>2}. [bold]{q.question}[/] — {q.text}  {flag}")
-        con.print(f"      {_answers(q.answers)}")
-        con.print(f"      [dim]{q.reason}[/]")
+        con.print(f"{n:>2}. [bold]{_e(q.question)}[/] — {_e(q.text)}  {flag}")
+        _indented(con, _answers(q.answers), 6)
+        _indented(con, q.reason, 6, "dim")
     if ctx.truncated:
         con.print(f"   … {ctx.truncated} more (raise --limit)")
     if not ctx.questions:
@@ -388,11 +411,11 @@ def render_context(ctx) -> None:
     if ctx.instructions:
         con.print("\n[bold]Instructions[/] (from you, kept apart from beliefs; they stand: evidence never outranks you)")
         for i in ctx.instructions:
-            con.print(f"  {i.id} ({i.given_at[:10]}): {i.text}")
+            _indented(con, f"{i.id} ({i.given_at[:10]}): {i.text}", 2)
             if i.conflict:
-                con.print(f"    [yellow]? {i.conflict['ask_user']}[/]")
+                _indented(con, f"? {i.conflict['ask_user']}", 4, "yellow")
             elif i.note:
-                con.print(f"    [dim]{i.note}[/]")
+                _indented(con, i.note, 4, "dim")
 
 
 def render_ask(result) -> None:
@@ -400,29 +423,31 @@ def render_ask(result) -> None:
 
     con = console()
     q = result.question
-    con.print(f"[bold]{q['id']}[/]: {q['text']} ({', '.join(q['options'])})"
+    con.print(f"[bold]{_e(q['id'])}[/]: {_e(q['text'])} ({_e(', '.join(q['options']))})"
               + (" — new question" if result.created else " — existing question"))
-    con.print(f"Searched kept messages about {q['subject']} for: {', '.join(result.terms)}")
+    con.print(f"Searched kept messages about {_e(q['subject'])} for: {_e(', '.join(result.terms))}")
     if result.hint is not None:
         if result.hits:
             con.print(f"Found {len(result.hits)} message(s) that bear on it:")
             for h in result.hits:
-                con.print(f"  {h.message} {h.sent_at:%Y-%m-%d} {h.source}: “{h.text}” [dim](score {h.score:.2f})[/]")
+                con.print(f"  {_e(h.message)} {h.sent_at:%Y-%m-%d} {_e(h.source)}: “{_e(h.text)}” "
+                          f"[dim](score {h.score:.2f})[/]")
         else:
             con.print("No kept message matches.")
-        con.print(f"[yellow]{result.hint}[/]")
+        con.print(f"[yellow]{_e(result.hint)}[/]")
     else:
-        con.print(f"Reader {result.reader} read {len(result.readings)} message(s)"
+        con.print(f"Reader {_e(result.reader)} read {len(result.readings)} message(s)"
                   + (f" ({result.already_read} already read before)" if result.already_read else "") + ":")
         texts = {h.message: h for h in result.hits}
         for r in result.readings:
             top = max(r["probs"], key=r["probs"].get)
             h = texts.get(r["message"])
-            text = f"“{h.text}”" if h else ""
-            con.print(f"  {r['message']} {text} → {top} {r['probs'][top]:.2f}, unrelated {r['unrelated']:.2f}")
+            text = f"“{_e(h.text)}”" if h else ""
+            con.print(f"  {_e(r['message'])} {text} → {_e(top)} {r['probs'][top]:.2f}, "
+                      f"unrelated {r['unrelated']:.2f}")
     b = result.belief
     if b is not None:
         for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
-            con.print(f"  {option:<16} {p:5.2f}  {_bar(p)}")
+            con.print(f"  {_e(option):<16} {p:5.2f}  {_bar(p)}")
         verdict = "act on it" if b.act else "too uncertain to act on: ask"
-        con.print(f"  → {b.top} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s)")
+        con.print(f"  → {_e(b.top)} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s)")

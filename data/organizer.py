@@ -629,8 +629,8 @@ def replay(
 
     target = Store.open(target_path)
     try:
-        tables = {t: source.con.execute(f"SELECT * FROM {t}").arrow() for t in _COPIED}
-        tables = {t: _as_table(a) for t, a in tables.items()}
+        # read each result whole before the next query: a pending result dies with the next execute
+        tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
         insert_arrow(target, tables, index_terms=False)
         target.ingest_records(batch)
 

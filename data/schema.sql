@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS questions (
     text       VARCHAR NOT NULL,
     shape      VARCHAR NOT NULL,
     options    VARCHAR[] NOT NULL,
-    status     VARCHAR NOT NULL DEFAULT 'active',   -- active | merged | split
+    status     VARCHAR NOT NULL DEFAULT 'active',   -- active | merged | split | withdrawn
     created_by VARCHAR NOT NULL DEFAULT 'organizer',
     created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
 );

@@ -14,7 +14,11 @@ with ``k1 = 1.2``, ``b = 0.75`` (Lucene's defaults; this idf never goes negative
 Nothing extra to install, no index to rebuild: the statistics are always current.
 
 Tokens are what ingest stores: ``lower(text)`` split on ``[^\\p{L}\\p{N}]+`` (letters and
-digits of any script), done by the same SQL expression for documents and queries.
+digits of any script), done by the same SQL expression for documents and queries. The
+few candidate questions of a task (`doxa context`) and the task's own words are handled
+in Python by twins of the same rules (:func:`words`, :func:`bm25`, :func:`is_variant`):
+a query plan costs more than scoring a hundred short texts. tests/test_search.py checks
+that the twins agree.
 
 **Word variants.** With no stemmer, "allergies" would never find "allergic". A query
 term also matches index terms of the same stem, by truncation (a cheap stemmer that
@@ -83,7 +87,8 @@ def _join_key(term: str) -> str:
 
 def tokenize(store: "Store", text: str) -> list[str]:
     """The terms of ``text`` exactly as ingest indexes them (in order, with repeats)."""
-    row = store.execute(f"SELECT {_tokens_sql('?')}", [text]).fetchone()
+    # NUL is no letter (it splits words either way) and cannot sit in an inlined SQL literal
+    row = store.execute(f"SELECT {_tokens_sql('?')}", [text.replace(chr(0), " ")]).fetchone()
     return list(row[0]) if row and row[0] is not None else []
 
 

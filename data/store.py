@@ -23,6 +23,8 @@ from .evidence import Evidence, QuestionTable
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "1"
 _FAR_FUTURE = datetime(9999, 1, 1)
+#: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
+SMALL_LOG = 5000
 
 
 def default_db_path() -> str:
@@ -241,9 +243,19 @@ class Store:
         """rows: (question, asked_at, answers_json, top, p_top, params_version)."""
         if not rows:
             return
-        import pyarrow as pa  # only when there is something to log in bulk
+        if len(rows) <= SMALL_LOG:
+            # Literal VALUES: any Arrow conversion imports pandas (~0.5 s), too dear for a few reads.
+            values = ",\n".join(
+                f"({sql_literal(q)}, {sql_literal(at)}, now()::TIMESTAMP, {sql_literal(a)}, {sql_literal(top)}, "
+                f"{sql_literal(float(p))}, {sql_literal(v)})" for q, at, a, top, p, v in rows)
+            self.con.execute(
+                "INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version) VALUES " + values
+            ).fetchall()
+            return
+        import pyarrow as pa
 
         columns = list(zip(*rows))
+        version = columns[5][0]
         table = pa.table(
             {
                 "question": pa.array(columns[0], pa.string()),
@@ -251,14 +263,15 @@ class Store:
                 "answers": pa.array(columns[2], pa.string()),
                 "top": pa.array(columns[3], pa.string()),
                 "p_top": pa.array(columns[4], pa.float64()),
-                "params_version": pa.array(columns[5], pa.int32()),
+                "params_version": pa.array(np.full(len(rows), -1 if version is None else version, dtype=np.int32)),
             }
         )
         self.con.register("_reads_stage", table)
         try:
             self.con.execute(
                 """INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
-                   SELECT question, asked_at, now()::TIMESTAMP, answers, top, p_top, params_version FROM _reads_stage"""
+                   SELECT question, asked_at, now()::TIMESTAMP, answers, top, p_top, nullif(params_version, -1)
+                   FROM _reads_stage"""
             ).fetchall()
         finally:
             self.con.unregister("_reads_stage")

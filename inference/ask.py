@@ -68,7 +68,7 @@ def _slug(words: list[str]) -> str:
 
 def _question_terms(memory: Memory, text: str, subject: str | None) -> list[str]:
     names = search.subject_label_terms(memory.store, [subject]) if subject else set()
-    terms = [t for t in search.content_terms(search.tokenize(memory.store, text), drop=names) if len(t) > 1]
+    terms = [t for t in search.content_terms(search.words(text), drop=names) if len(t) > 1]
     return terms or sorted(names)
 
 

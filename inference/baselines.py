@@ -194,7 +194,8 @@ def oracle(params: dict[str, Any]) -> DoxaScorer:
 class LearnedDoxa(System):
     """doxa's scorer with the newest fitted parameters; ``fit`` runs the nightly training.
 
-    ``trainer(evidence) -> params document`` is the nightly fit; until it has run once
+    ``trainer(evidence, at) -> params document`` is the nightly fit on the evidence up to
+    ``at`` (days); until it has run once
     the scorer uses :func:`doxa.inference.params.default_params` (stated trust, else
     trust by top layer), exactly as a fresh store does. Fitted state: ``params_``,
     ``fits_`` (one entry per training: time, settlements seen, seconds).
@@ -203,7 +204,7 @@ class LearnedDoxa(System):
     name = "doxa-learned"
     learns = True
 
-    def __init__(self, trainer: Callable[[Evidence], dict[str, Any]] | None = None):
+    def __init__(self, trainer: Callable[[Evidence, float], dict[str, Any]] | None = None):
         self.trainer = trainer
         self.params_: dict[str, Any] = P.default_params()
         self.fits_: list[dict[str, Any]] = []
@@ -214,9 +215,12 @@ class LearnedDoxa(System):
         import time
 
         started = time.perf_counter()
-        self.params_ = self.trainer(evidence)
+        self.params_ = self.trainer(evidence, at)
+        diagnostics = self.params_.get("diagnostics") or {}
         self.fits_.append({"at": float(at), "settlements": int(len(evidence.settle_q)),
-                           "readings": int(evidence.n_readings), "seconds": time.perf_counter() - started})
+                           "readings": int(evidence.n_readings), "seconds": time.perf_counter() - started,
+                           "steps": diagnostics.get("steps"), "converged": diagnostics.get("converged"),
+                           "calibration": (self.params_.get("calibration") or {}).get("method")})
         return self
 
     def predict(self, evidence: Evidence, at: float) -> np.ndarray:
@@ -424,51 +428,159 @@ class EngramConfidence(System):
 
 
 # ============================================================================ Dawid–Skene
+#: crowd-kit's floor on probabilities and error-matrix entries; kept so both engines agree.
+DS_EPS = 1e-10
+
+
+def dawid_skene(task: np.ndarray, worker: np.ndarray, label: np.ndarray, group_of_task: np.ndarray, k: int,
+                *, n_iter: int = 100, tol: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
+    """Dawid & Skene (1979) EM for many independent groups of tasks at once (numpy).
+
+    One group is one crowd-kit ``DawidSkene().fit`` on that group's rows, step for step:
+    majority-vote start; M-step ``e[w, l, c] ∝ max(ε, Σ_{rows of w with label l} T[task, c])``
+    normalised over the labels ``l`` worker ``w`` used in the group; E-step
+    ``T[t, c] ∝ max(ε, π_c) · Π_rows e[w, l, c]``; class priors ``π`` = mean of ``T``;
+    classes are the labels seen in the group; each group stops when its ELBO (crowd-kit's
+    form, per row) gains less than ``tol``. Returns ``T`` (tasks × k, zero rows for tasks
+    without labels) and the iterations each group ran.
+    """
+    n_tasks = len(group_of_task)
+    n_groups = int(group_of_task.max()) + 1 if n_tasks else 0
+    row_group = group_of_task[task]
+    pair_key = worker.astype(np.int64) * max(n_groups, 1) + row_group
+    pair_ids, pair = np.unique(pair_key, return_inverse=True)
+    n_pairs = len(pair_ids)
+    pair_group = pair_ids % max(n_groups, 1)
+    classes = np.zeros((n_groups, k), dtype=bool)
+    classes[row_group, label] = True
+    used = np.zeros((n_pairs, k), dtype=bool)
+    used[pair, label] = True
+    cells = used[:, :, None] & classes[pair_group][:, None, :]  # (P, l, c): entries crowd-kit's matrix has
+    has_task = np.bincount(task, minlength=n_tasks) > 0
+    tasks_in_group = np.bincount(group_of_task[has_task], minlength=n_groups).astype(np.float64)
+    rows_in_group = np.bincount(row_group, minlength=n_groups).astype(np.float64)
+    task_classes = classes[group_of_task]
+    live_task = task_classes & has_task[:, None]
+    task_group_live = np.where(has_task, group_of_task, n_groups)  # tasks without labels count nowhere
+
+    def per_column(index, weights, length):
+        return np.stack([np.bincount(index, weights=weights[:, c], minlength=length) for c in range(k)], axis=1)
+
+    def priors_of(T):
+        return per_column(task_group_live, T, n_groups + 1)[:n_groups] / np.maximum(tasks_in_group, 1.0)[:, None]
+
+    def m_step(T, r):
+        flat = per_column(pair[r] * k + label[r], T[task[r]], n_pairs * k).reshape(n_pairs, k, k)
+        counts = np.where(cells, np.maximum(flat, DS_EPS), 0.0)
+        total = counts.sum(axis=1, keepdims=True)
+        return np.where(cells, counts / np.where(total > 0, total, 1.0), 0.0)
+
+    def row_log(errors, r, log):
+        own = classes[row_group[r]]
+        with np.errstate(divide="ignore"):
+            return np.where(own, log(np.where(own, errors[pair[r], label[r]], 1.0)), 0.0)
+
+    def e_step(priors, errors, r):
+        score = per_column(task[r], row_log(errors, r, np.log2), n_tasks)
+        score += np.log2(np.maximum(priors, DS_EPS))[group_of_task]
+        score = np.where(task_classes, score, -np.inf)
+        peak = score.max(axis=1, keepdims=True)
+        w = np.where(task_classes, np.exp2(score - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
+        total = w.sum(axis=1, keepdims=True)
+        return np.where(has_task[:, None], w / np.where(total > 0, total, 1.0), 0.0)
+
+    def elbo(T, priors, errors, r):
+        g = row_group[r]
+        log_prior = np.where(classes[g], np.log(np.maximum(priors, DS_EPS))[g], 0.0)
+        joint = np.bincount(g, weights=(T[task[r]] * (row_log(errors, r, np.log) + log_prior)).sum(axis=1),
+                            minlength=n_groups)
+        clipped = np.where(live_task, np.maximum(T, DS_EPS), 1.0)
+        entropy = -np.bincount(task_group_live, weights=(np.log(clipped) * clipped * live_task).sum(axis=1),
+                               minlength=n_groups + 1)[:n_groups]
+        return (joint + entropy) / np.maximum(rows_in_group, 1.0)
+
+    all_rows = np.arange(len(task))
+    T = np.zeros((n_tasks, k))
+    T[:, :] = per_column(task, np.eye(k)[label], n_tasks)
+    T = T / np.maximum(T.sum(axis=1, keepdims=True), 1.0)
+    priors = priors_of(T)
+    errors = m_step(T, all_rows)
+    loss = np.full(n_groups, -np.inf)
+    active = rows_in_group > 0
+    iterations = np.zeros(n_groups, dtype=np.int64)
+    rows = all_rows
+    for _ in range(n_iter):
+        if not active.any():
+            break
+        # groups that stopped keep their state; only the rows of the others are touched
+        T_new = e_step(priors, errors, rows)
+        priors_new = priors_of(T_new)
+        errors_new = m_step(T_new, rows)
+        new_loss = elbo(T_new, priors_new, errors_new, rows)
+        T = np.where(active[group_of_task][:, None], T_new, T)
+        priors = np.where(active[:, None], priors_new, priors)
+        errors = np.where(active[pair_group][:, None, None], errors_new, errors)
+        iterations += active
+        still = active & ~(new_loss - loss < tol)
+        loss = np.where(still, new_loss, loss)
+        if still.sum() < active.sum():
+            rows = np.flatnonzero(still[row_group])
+        active = still
+    # crowd-kit returns its final probabilities floored at ε (its ELBO clips them in place)
+    T = np.where(live_task, np.maximum(T, DS_EPS), 0.0)
+    return T, iterations
+
+
 class DawidSkeneBaseline(System):
-    """Dawid & Skene (1979) via crowd-kit's ``DawidSkene``, per (kind, options).
+    """Dawid & Skene (1979) on the statements' answers, one model per (kind, options).
 
     Tasks are questions, workers are sources (the user's settlements are one more
     worker), labels are the statements' answers; EM learns a confusion matrix per
     worker and the class priors, and assumes each question's answer never changes.
 
-    All kinds go through one EM with labels qualified by kind: a question of kind A
-    only ever receives A-labels, so each worker's confusion matrix is block-diagonal
-    by kind and each question's posterior renormalises within its kind's classes;
-    that is the per-kind model, in one crowd-kit call instead of one per kind (which
-    costs ~20 s a checkpoint in pandas overhead). crowd-kit and pandas load on first use.
+    ``engine="numpy"`` (default) runs every kind's EM at once in :func:`dawid_skene`,
+    which follows crowd-kit's ``DawidSkene`` step for step (tests/test_bench.py checks
+    they agree to 1e-6); ``engine="crowd-kit"`` calls crowd-kit once per kind, the
+    reference, ~100× slower here (pandas overhead per call and per EM step).
     """
 
     name = "dawid-skene"
 
-    def __init__(self, n_iter: int = 100, tol: float = 1e-5):
+    def __init__(self, n_iter: int = 100, tol: float = 1e-5, engine: str = "numpy"):
+        if engine not in ("numpy", "crowd-kit"):
+            raise ValueError(f"engine must be 'numpy' or 'crowd-kit', not {engine!r}")
         self.n_iter = n_iter
         self.tol = tol
+        self.engine = engine
 
     def predict(self, evidence: Evidence, at: float) -> np.ndarray:
-        import pandas as pd
-        from crowdkit.aggregation import DawidSkene
-
         st = statements(evidence)
         out = uniform(evidence)
         if not len(st):
             return out
         qt = evidence.questions
-        k_max = qt.k_max
         _, group = np.unique(qt.options_key.astype(str), return_inverse=True)
         worker = np.where(st.source >= 0, st.source, len(evidence.sources.ids))
-        frame = pd.DataFrame({"task": st.q, "worker": worker, "label": group[st.q] * k_max + st.option})
-        proba = DawidSkene(n_iter=self.n_iter, tol=self.tol).fit_predict_proba(frame)
-        tasks = proba.index.to_numpy(dtype=np.int64)
-        labels = proba.columns.to_numpy(dtype=np.int64)
-        values = proba.to_numpy(dtype=np.float64)
-        # keep each task's own kind's columns (the others are 0 up to EM round-off)
-        own = (labels[None, :] // k_max) == group[tasks][:, None]
-        block = np.zeros((len(tasks), k_max))
-        rows, cols = np.nonzero(own)
-        np.add.at(block, (rows, labels[cols] % k_max), values[rows, cols])
-        total = block.sum(axis=1, keepdims=True)
-        out[tasks] = np.where(total > 0, block / np.where(total > 0, total, 1.0), out[tasks])
-        return out
+        if self.engine == "numpy":
+            T, _ = dawid_skene(st.q, worker, st.option, group, qt.k_max, n_iter=self.n_iter, tol=self.tol)
+        else:
+            T = self._crowdkit(st.q, worker, st.option, group, qt.k_max, len(qt.ids))
+        total = T.sum(axis=1, keepdims=True)
+        return np.where(total > 0, T / np.where(total > 0, total, 1.0), out)
+
+    def _crowdkit(self, task, worker, label, group, k, n_tasks) -> np.ndarray:
+        import pandas as pd
+        from crowdkit.aggregation import DawidSkene
+
+        T = np.zeros((n_tasks, k))
+        row_group = group[task]
+        for g in np.unique(row_group).tolist():
+            rows = row_group == g
+            frame = pd.DataFrame({"task": task[rows], "worker": worker[rows], "label": label[rows]})
+            proba = DawidSkene(n_iter=self.n_iter, tol=self.tol).fit_predict_proba(frame)
+            T[np.ix_(proba.index.to_numpy(dtype=np.int64), proba.columns.to_numpy(dtype=np.int64))] = \
+                proba.to_numpy(dtype=np.float64)
+        return T
 
 
 # ============================================================================ the line-up
@@ -476,7 +588,7 @@ SYSTEM_NAMES = ("doxa-learned", "oracle", "doxa-equal", "wording", "latest-wins"
                 "engram", "dawid-skene")
 
 
-def lineup(oracle_params: dict[str, Any] | None, trainer: Callable[[Evidence], dict[str, Any]] | None,
+def lineup(oracle_params: dict[str, Any] | None, trainer: Callable[[Evidence, float], dict[str, Any]] | None,
            names: tuple[str, ...] = SYSTEM_NAMES) -> list[System]:
     """The benchmark's systems in report order (``oracle`` needs the world's true parameters)."""
     make: dict[str, Callable[[], System]] = {

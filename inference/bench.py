@@ -309,9 +309,10 @@ class BenchSettings:
 
     checkpoints: int = 10
     retrain_at: tuple[int, ...] = (1, 4, 7)  # checkpoint indices where doxa-learned is refitted
-    train_steps: int = 200
+    train_steps: int = 300
     train_confusion: str = "off"
     train_events_per_step: int | None = 20_000  # SVI subsamples questions beyond this many events a step
+    train_folds: int = 0  # held-out folds for the calibration map (0: in-sample, see nightly_trainer)
     planted_cap: int = 20
     planted_questions: int = 150
     ece_bins: int = 15
@@ -333,38 +334,35 @@ def default_retrain_at(checkpoints: int, times: int) -> tuple[int, ...]:
 
 
 # ============================================================================ the trainer
-def nightly_trainer(max_steps: int, *, confusion: str = "off", events_per_step: int | None = None,
-                    seed: int = 0) -> Callable[[Evidence], dict]:
-    """The nightly fit as a function of the evidence (torch and pyro load on first call).
+def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float], dict]:
+    """The nightly job as a function of the checkpoint: :func:`doxa.inference.train.train` on
+    ``store`` with evidence up to ``at`` (so only what was settled by then), publishing a
+    version into the bench's store. torch and pyro load on the first call.
 
-    Uses :mod:`doxa.inference.train` when it offers ``params_from_evidence``; otherwise
-    fits :class:`doxa.inference.fit.BeliefFit` and publishes its document as is.
+    ``settings.train_folds = 0`` fits the output calibration map on the fit's own
+    (in-sample) predictions of each settlement: the held-out folds of the real nightly job
+    would cost three more fits per retraining.
     """
+    from doxa.data.store import from_days
 
-    def train(evidence: Evidence) -> dict[str, Any]:
-        import importlib
+    options = {"max_steps": settings.train_steps, "min_steps": min(150, settings.train_steps),
+               "confusion": settings.train_confusion, "events_per_step": settings.train_events_per_step,
+               "n_draws": 40}
 
-        try:
-            nightly = importlib.import_module("doxa.inference.train")
-        except ModuleNotFoundError as err:
-            if err.name != "doxa.inference.train":
-                raise
-            nightly = None
-        if nightly is not None and hasattr(nightly, "params_from_evidence"):
-            return nightly.params_from_evidence(evidence, max_steps=max_steps, confusion=confusion, seed=seed)
-        from doxa.inference.fit import BeliefFit
+    def train_at(evidence: Evidence, at: float) -> dict[str, Any]:
+        from doxa.inference.train import train
 
-        fit = BeliefFit(max_steps=max_steps, min_steps=min(150, max_steps), confusion=confusion, seed=seed,
-                        events_per_step=events_per_step, progress=False, n_draws=100).fit(evidence)
-        return fit.params_document()
+        result = train(store, at=from_days(at), fit_options=options, folds=settings.train_folds,
+                       progress=False, seed=settings.seed)
+        return result.document
 
-    return train
+    return train_at
 
 
 def trainer_available() -> str | None:
     """None when the nightly fit can run here, else why not."""
     try:
-        import doxa.inference.fit  # noqa: F401
+        import doxa.inference.train  # noqa: F401
     except ModuleNotFoundError as err:
         return f"the nightly fit is not installed ({err.name} missing)"
     return None
@@ -390,6 +388,7 @@ class BenchResult:
     learning: list[dict[str, Any]]
     planted: dict[str, dict[str, Any]]
     timings: dict[str, float]
+    trust_nodes: list[dict[str, Any]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -484,14 +483,35 @@ def trust_error(params: dict[str, Any], world) -> dict[str, float]:
 
 
 def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
-        trainer: Callable[[Evidence], dict] | None = None, progress: Progress | None = None) -> BenchResult:
-    """Replay ``world`` into a store at ``db`` and benchmark every system on it."""
+        trainer: Callable[[Evidence, float], dict] | None = None, progress: Progress | None = None) -> BenchResult:
+    """Replay ``world`` into a store at ``db`` and benchmark every system on it.
+
+    ``trainer`` replaces the nightly job for doxa-learned (default: :func:`nightly_trainer`).
+    """
+    return _run(world, settings or BenchSettings(), db, trainer, progress)
+
+
+def trust_table(params: dict[str, Any], world, limit: int = 25) -> list[dict[str, Any]]:
+    """The source tree's layers (internal nodes), busiest first: true α, the α ``params`` gives, messages."""
+    params = P.with_defaults(params)
+    t = world.truth
+    parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
+    rows = []
+    for node in parents:
+        if node.startswith("assistant") or node not in t.node_trust:
+            continue
+        used, where = P.trust_for_source(params, node, None)
+        rows.append({"node": node, "depth": t.node_depth[node], "messages": int(t.node_messages.get(node, 0)),
+                     "true": t.node_trust[node], "used": used, "from": where})
+    rows.sort(key=lambda r: -r["messages"])
+    return rows[:limit]
+
+
+def _run(world, settings: BenchSettings, db: str, trainer, progress: Progress | None) -> BenchResult:
     from doxa.data.store import Store
 
-    settings = settings or BenchSettings()
     tick = progress or _no_progress
-    timings: dict[str, float] = {}
-    notes: dict[str, str] = {}
+    timings: dict[str, Any] = {}
     started = time.perf_counter()
 
     # ------------------------------------------------------------- replay into the store
@@ -511,7 +531,17 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
     t0 = time.perf_counter()
     evidence = store.load_evidence(None)
     timings["load_s"] = time.perf_counter() - t0
-    store.close()
+    try:
+        return _evaluate(world, settings, store, evidence, counts, trainer, tick, timings, started)
+    finally:
+        store.close()
+
+
+def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts: dict[str, int], trainer,
+              tick: Progress, timings: dict[str, Any], started: float) -> BenchResult:
+    notes: dict[str, str] = {}
+    n_cp = settings.checkpoints
+    days = np.linspace(world.end_day / n_cp, world.end_day, n_cp)
 
     qt = evidence.questions
     qids = qt.ids.tolist()
@@ -522,8 +552,7 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
     if trainer is None and "doxa-learned" in wanted:
         why = trainer_available()
         if why is None:
-            trainer = nightly_trainer(settings.train_steps, confusion=settings.train_confusion,
-                                      events_per_step=settings.train_events_per_step, seed=settings.seed)
+            trainer = nightly_trainer(store, settings)
         else:
             notes["doxa-learned"] = why
     if "dawid-skene" in wanted:
@@ -628,6 +657,7 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
         learning=learning,
         planted=planted,
         timings=timings,
+        trust_nodes=trust_table(learned.params_, world) if learned is not None else [],
     )
 
 
@@ -764,6 +794,7 @@ def write_report(result: BenchResult, out_dir: str | Path) -> list[str]:
         a2.plot(xs, [p["trust_error"]["leaves"] for p in result.learning], "s-", label="sources (message-weighted)")
         a2.set_xlabel("settlements seen")
         a2.set_ylabel("|α used − α true|")
+        a2.set_ylim(bottom=0)
         a2.legend(fontsize=7)
         fig.tight_layout()
         written.append(out / "learning.png")
@@ -785,8 +816,7 @@ def _fmt(value, spec: str = ".3f") -> str:
 def table_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the headline table (shared by the terminal and Markdown)."""
     cap = result.settings.get("planted_cap", 20)
-    header = ["system", "accuracy", "log-loss", "ECE", "acc @80% (ask 20%)", "AURC", "planted to flip",
-              "µs/read"]
+    header = ["system", "accuracy", "log-loss", "ECE", "acc@80%", "AURC", "planted", "µs/read"]
     rows = []
     for r in result.systems:
         if r.get("status") != "ok":
@@ -835,6 +865,12 @@ def render_markdown(result: BenchResult, images: list[str]) -> str:
             lines.append(f"| {p['checkpoint']} | {p['day']:.0f} | {p['settlements']} | {'yes' if p['trained'] else ''}"
                          f" | {_fmt(p['accuracy'])} | {_fmt(p['trust_error']['nodes'])} | "
                          f"{_fmt(p['trust_error']['leaves'])} |")
+    if result.trust_nodes:
+        lines += ["", "Layers of the source tree after the last retraining (busiest first): true reliability "
+                  "against the one doxa-learned reads.", "",
+                  "| layer | messages | true α | learned α | from |", "|---|---|---|---|---|"]
+        for r in result.trust_nodes:
+            lines.append(f"| `{r['node']}` | {r['messages']} | {r['true']:.3f} | {r['used']:.3f} | {r['from']} |")
     lines += ["", "## Accuracy at each checkpoint", ""]
     names = [r["system"] for r in more]
     lines += ["| day | evaluated | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]

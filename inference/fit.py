@@ -53,7 +53,8 @@ class _Plateau:
     The smoothed loss has reached a plateau when it has not improved on its best by
     more than ``rel_tol`` (relative) or two standard errors of the window mean, whichever
     is larger, for ``patience`` steps. A blow-up is a smoothed loss that has climbed back
-    above its best by ``blowup_factor`` times the whole descent so far.
+    above where it started and above its best by ``blowup_factor`` times the larger of
+    the descent so far, twenty step-to-step deviations and 5% of the loss.
     """
 
     def __init__(self, window: int, patience: int, rel_tol: float, blowup_factor: float):
@@ -79,8 +80,8 @@ class _Plateau:
         noise = 2.0 * float(tail.std()) / math.sqrt(w)
         if cur < self.best - max(self.rel_tol * abs(cur), noise):
             self.best, self.best_step = cur, n
-        elif self.best < math.inf and cur - self.best > self.blowup_factor * max(self.start - self.best, 1.0) \
-                and cur > self.start:
+        elif self.best < math.inf and cur > self.start and cur - self.best > self.blowup_factor * max(
+                self.start - self.best, 20.0 * float(tail.std()), 0.05 * abs(self.best), 1.0):
             self.reason = f"the ELBO fell from {-self.best:.5g} to {-cur:.5g} (blow-up)"
             return "blow-up"
         if n - self.best_step >= self.patience:
@@ -116,14 +117,15 @@ class BeliefFit:
         max_steps: int = 3000,
         min_steps: int = 100,
         learning_rate: float = 0.05,
-        window: int = 50,
-        patience: int = 150,
+        window: int = 40,
+        patience: int = 100,
         rel_tol: float = 1e-4,
         lr_drop: float = 0.2,
         events_per_step: int | None = 200_000,
         guide: str = "normal",
         n_draws: int = 300,
         confusion_margin: float = 5.0,
+        bias_z: float = 3.0,
         blowup_factor: float = 3.0,
         seed: int = 0,
         progress: bool = True,
@@ -145,13 +147,14 @@ class BeliefFit:
         self.guide = guide
         self.n_draws = n_draws
         self.confusion_margin = confusion_margin
+        self.bias_z = bias_z
         self.blowup_factor = blowup_factor
         self.seed = seed
         self.progress = progress
         self.num_threads = num_threads
 
     _OPTIONS = ("confusion", "max_steps", "min_steps", "learning_rate", "window", "patience", "rel_tol", "lr_drop",
-                "events_per_step", "guide", "n_draws", "confusion_margin", "blowup_factor", "seed", "progress",
+                "events_per_step", "guide", "n_draws", "confusion_margin", "bias_z", "blowup_factor", "seed", "progress",
                 "num_threads")
 
     def get_params(self) -> dict[str, Any]:
@@ -186,6 +189,8 @@ class BeliefFit:
 
         losses: list[float] = []
         self.elbo_by_form_: dict[str, float] = {}
+        self.bias_: dict[str, float] | None = None
+        self.draws_ = None
         if init_from is not None:
             use_confusion = init_from.confusion_
             guide = self._make_guide(structure, chains, use_confusion, init_from.guide_)
@@ -199,7 +204,12 @@ class BeliefFit:
             losses += run.losses
             guide, use_confusion, converged = plain, False, run.converged
             self.elbo_by_form_["trust"] = -self._tail_mean(run.losses)
-            if self.confusion != "off" and structure.pairs:
+            draws = self._draws(structure, chains, False, plain)
+            try_confusion = self.confusion == "on"
+            if self.confusion == "auto" and structure.pairs:
+                self.bias_ = bias_statistic(evidence, structure, _document_from_draws(structure, draws))
+                try_confusion = self.bias_["z"] > self.bias_z
+            if try_confusion and structure.pairs:
                 rich = self._make_guide(structure, chains, True, plain)
                 run_c = self._run(structure, chains, True, rich, "confusion")
                 losses += run_c.losses
@@ -209,13 +219,16 @@ class BeliefFit:
                 self.confusion_gain_ = gain
                 if self.confusion == "on" or gain > self.confusion_margin + 3 * noise:
                     guide, use_confusion, converged = rich, True, run_c.converged
+                    draws = None
+            self.draws_ = draws
         self.guide_ = guide
         self.chains_ = chains
         self.confusion_ = use_confusion
         self.losses_ = losses
         self.converged_ = converged
         self.steps_ = len(losses)
-        self.draws_ = self._draws(structure, chains, use_confusion, guide)
+        if getattr(self, "draws_", None) is None or init_from is not None:
+            self.draws_ = self._draws(structure, chains, use_confusion, guide)
         self.seconds_ = time.perf_counter() - started
         return self
 
@@ -320,30 +333,7 @@ class BeliefFit:
 
     def params_document(self, *, interval: float = 0.9) -> dict[str, Any]:
         """The parameter document of :mod:`doxa.inference.params` (no calibration map yet)."""
-        s, d = self.structure_, self.draws_
-        lo_q, hi_q = (1 - interval) / 2, 1 - (1 - interval) / 2
-        trust = d["trust"]
-        doc = document_from_values(
-            s,
-            trust=trust.mean(0),
-            confusion={k: d[f"confusion_{k}"].mean(0) for k in s.pairs if f"confusion_{k}" in d},
-            priors={k: d[f"prior_{k}"].mean(0) for k in s.group_ks},
-            rate=d["rate"].mean(0),
-            temperature=np.exp(np.log(d["temperature"]).mean(0)),
-        )
-        t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)
-        for i, path in enumerate(s.tree.paths.tolist()):
-            doc["trust"][path].update(lo=float(t_lo[i]), hi=float(t_hi[i]))
-        r_lo, r_hi = np.quantile(d["rate"], [lo_q, hi_q], axis=0)
-        for i, kind in enumerate(s.kinds.tolist()):
-            doc["kinds"][kind]["change_rate_interval"] = [float(r_lo[i]), float(r_hi[i])]
-        tau_lo, tau_hi = np.quantile(d["temperature"], [lo_q, hi_q], axis=0)
-        for i, reader in enumerate(s.readers.tolist()):
-            doc["readers"][reader].update(lo=float(tau_lo[i]), hi=float(tau_hi[i]))
-        doc["defaults"] = {
-            "trust": float(d["trust_root"].mean()),
-            "change_rate": float(np.exp(d["rate_loc"]).mean()),
-        }
+        doc = _document_from_draws(self.structure_, self.draws_, interval)
         doc["diagnostics"] = self.diagnostics()
         return doc
 
@@ -358,6 +348,7 @@ class BeliefFit:
             "converged": bool(self.converged_),
             "confusion": bool(self.confusion_),
             "elbo_by_form": {k: float(v) for k, v in self.elbo_by_form_.items()},
+            "bias_check": self.bias_,
             "guide": self.guide,
             "n_readings": int(self.n_readings_),
             "n_settlements": int(self.n_settlements_),
@@ -366,6 +357,74 @@ class BeliefFit:
             "events_per_step": self.events_per_step,
             "subsampled": any(b.subsample is not None for b in self.chains_),
         }
+
+
+def _document_from_draws(structure: bm.ModelStructure, draws: dict[str, np.ndarray],
+                         interval: float = 0.9) -> dict[str, Any]:
+    """Posterior means (trust, confusion, base rates, change rates; geometric mean of τ) and intervals."""
+    s, d = structure, draws
+    lo_q, hi_q = (1 - interval) / 2, 1 - (1 - interval) / 2
+    trust = d["trust"]
+    doc = document_from_values(
+        s,
+        trust=trust.mean(0),
+        confusion={k: d[f"confusion_{k}"].mean(0) for k in s.pairs if f"confusion_{k}" in d},
+        priors={k: d[f"prior_{k}"].mean(0) for k in s.group_ks},
+        rate=d["rate"].mean(0),
+        temperature=np.exp(np.log(d["temperature"]).mean(0)),
+    )
+    t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)
+    for i, path in enumerate(s.tree.paths.tolist()):
+        doc["trust"][path].update(lo=float(t_lo[i]), hi=float(t_hi[i]))
+    r_lo, r_hi = np.quantile(d["rate"], [lo_q, hi_q], axis=0)
+    for i, kind in enumerate(s.kinds.tolist()):
+        doc["kinds"][kind]["change_rate_interval"] = [float(r_lo[i]), float(r_hi[i])]
+    tau_lo, tau_hi = np.quantile(d["temperature"], [lo_q, hi_q], axis=0)
+    for i, reader in enumerate(s.readers.tolist()):
+        doc["readers"][reader].update(lo=float(tau_lo[i]), hi=float(tau_hi[i]))
+    doc["defaults"] = {
+        "trust": float(d["trust_root"].mean()),
+        "change_rate": float(np.exp(d["rate_loc"]).mean()),
+    }
+    return doc
+
+
+def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: dict[str, Any],
+                   min_readings: int = 10) -> dict[str, float]:
+    """Do sources state some answers more often than one number of trust explains?
+
+    For every (source, kind) with at least ``min_readings`` readings, compare what its
+    messages stated (Σ r̃) with what the one-number model predicted from the belief just
+    before each message (``m/K + (1-m)(α b_c + (1-α)(1-b_c)/(K-1))``): Pearson's X²
+    over options, summed over pairs, against its degrees of freedom. ``z`` is the
+    excess in standard deviations (X² ≈ df ± √(2 df) when trust is one number).
+    """
+    derived = derived_from_document(structure, {**document, "confusion": {}})
+    result, stream = bm.filter_evidence(evidence, structure, derived)
+    reading = ~stream.is_settlement
+    r_t = bm.tempered_readings(stream, structure, derived)[reading]
+    b = result.predictive[reading]
+    k = structure.question_k[stream.q[reading]].astype(np.float64)[:, None]
+    valid = np.arange(b.shape[1])[None, :] < k
+    alpha = derived.trust.numpy()[stream.leaf[reading]][:, None]
+    m = stream.mix[reading][:, None]
+    expected = m / k + (1 - m) * (alpha * b + (1 - alpha) * (1 - b) / np.maximum(k - 1, 1))
+    expected = np.where(valid, expected, 0.0)
+    kind = structure.question_kind[stream.q[reading]]
+    key = stream.leaf[reading] * max(structure.n_kinds, 1) + kind
+    keys, group, counts = np.unique(key, return_inverse=True, return_counts=True)
+    observed_sum = np.zeros((len(keys), b.shape[1]))
+    expected_sum = np.zeros_like(observed_sum)
+    np.add.at(observed_sum, group, r_t)
+    np.add.at(expected_sum, group, expected)
+    enough = counts >= min_readings
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cells = np.where(expected_sum > 0, (observed_sum - expected_sum) ** 2 / expected_sum, 0.0)
+    chi2 = float(cells[enough].sum())
+    options = (expected_sum > 0).sum(axis=1)
+    df = float(np.maximum(options[enough] - 1, 0).sum())
+    z = (chi2 - df) / math.sqrt(2 * df) if df > 0 else 0.0
+    return {"chi2": chi2, "df": df, "z": z, "pairs": int(enough.sum())}
 
 
 def document_from_values(structure: bm.ModelStructure, *, trust: np.ndarray, confusion: dict[int, np.ndarray],

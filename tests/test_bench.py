@@ -230,6 +230,40 @@ def test_planted_pseudo_questions_add_claims_one_by_one(mem, rec):
     assert BN.flips_needed(probs, pseudo, batch.wrong).tolist() == [2]
 
 
+def test_numpy_dawid_skene_matches_crowdkit_per_kind():
+    pd = pytest.importorskip("pandas")
+    crowdkit = pytest.importorskip("crowdkit.aggregation")
+    rng = np.random.default_rng(3)
+    # two groups of tasks (3 and 2 classes), workers of mixed skill labelling both
+    n_tasks, n_workers = 60, 12
+    group = (np.arange(n_tasks) >= 35).astype(np.int64)
+    k_of = np.where(group == 0, 3, 2)
+    truth = rng.integers(0, k_of)
+    skill = rng.uniform(0.3, 0.95, n_workers)
+    task = np.repeat(np.arange(n_tasks), 5)
+    worker = np.concatenate([rng.choice(n_workers, 5, replace=False) for _ in range(n_tasks)])
+    right = rng.random(len(task)) < skill[worker]
+    label = np.where(right, truth[task], (truth[task] + rng.integers(1, k_of[task])) % k_of[task])
+    ours, _ = B.dawid_skene(task, worker, label, group, 3, n_iter=20)
+    for g in (0, 1):
+        rows = group[task] == g
+        frame = pd.DataFrame({"task": task[rows], "worker": worker[rows], "label": label[rows]})
+        reference = crowdkit.DawidSkene(n_iter=20, tol=1e-5).fit_predict_proba(frame)
+        tasks = reference.index.to_numpy()
+        cols = reference.columns.to_numpy()
+        assert np.abs(ours[np.ix_(tasks, cols)] - reference.to_numpy()).max() < 1e-6
+
+
+def test_dawid_skene_learns_who_to_trust():
+    # two reliable workers and one who always says 0; three tasks of true class 1, 2 and 1
+    task = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    worker = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2])
+    label = np.array([1, 1, 0, 2, 2, 0, 1, 1, 0])
+    T, iterations = B.dawid_skene(task, worker, label, np.zeros(3, dtype=np.int64), 3)
+    assert T.argmax(axis=1).tolist() == [1, 2, 1]
+    assert np.allclose(T.sum(axis=1), 1.0, atol=1e-8) and iterations[0] >= 1
+
+
 # ============================================================================ one quick run
 @pytest.fixture(scope="module")
 def quick_result(tmp_path_factory):
@@ -238,6 +272,8 @@ def quick_result(tmp_path_factory):
     world = generate_world(WorldConfig.preset("quick"))
     bench_settings = BN.BenchSettings.quick()
     bench_settings.train_steps = 25  # shape only: a short fit keeps the test well inside a minute
+    bench_settings.checkpoints = 4
+    bench_settings.planted_questions = 30
     result = BN.run(world, bench_settings)
     out = tmp_path_factory.mktemp("bench-out")
     files = BN.write_report(result, out)

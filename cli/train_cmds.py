@@ -1,0 +1,127 @@
+"""`doxa train` and `doxa calibration`.
+
+Registered by :func:`register` from ``doxa.cli.main``. Importing this module costs
+nothing: torch and pyro load inside `train` only, and `calibration` reads the
+published report (numpy and matplotlib only).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from doxa.cli.common import emit_json, fail, open_memory, parse_at
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+    app.command("calibration")(calibration)
+
+
+def train(
+    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
+                                     show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    at: Optional[str] = typer.Option(None, "--at", help="Train on evidence up to this time (ISO 8601)."),
+    confusion: str = typer.Option("auto", "--confusion",
+                                  help="Confusion matrices for biased sources: auto (when the data show bias), on, off."),
+    max_steps: int = typer.Option(3000, "--max-steps", min=10, help="Cap on SVI steps per fit."),
+    learning_rate: float = typer.Option(0.05, "--learning-rate", min=1e-5, max=1.0, help="Adam step size."),
+    folds: Optional[int] = typer.Option(
+        None, "--folds", min=0,
+        help="Held-out folds for the calibration predictions (0: in-sample; default 3, or 0 above 20,000 settlements)."),
+    events_per_step: int = typer.Option(200_000, "--events-per-step", min=1000,
+                                        help="Subsample questions so one step sees about this many events."),
+    posterior_dir: Optional[str] = typer.Option(None, "--posterior-dir",
+                                                help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Fit and calibrate, but publish nothing."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on standard error."),
+):
+    """The nightly job: fit trust, base rates and change rates; calibrate; publish a new parameter version."""
+    if confusion not in ("auto", "on", "off"):
+        fail(f"--confusion must be auto, on or off, not {confusion!r}", 2)
+    moment = parse_at(at)
+    mem = open_memory(db)
+    from doxa.inference.fit import FitDiverged, NothingToFit
+    from doxa.inference.train import train as run_train
+
+    options = {"confusion": confusion, "max_steps": max_steps, "learning_rate": learning_rate,
+               "events_per_step": events_per_step}
+    try:
+        result = run_train(mem.store, at=moment, fit_options=options, folds=folds, posterior_dir=posterior_dir,
+                           publish=not dry_run, seed=seed, progress=progress and not as_json)
+    except NothingToFit as err:
+        fail(str(err))
+    except FitDiverged as err:
+        fail(str(err))
+    summary = result.summary()
+    if as_json:
+        emit_json(summary)
+        return
+    _print_train(summary, result)
+
+
+def _print_train(summary: dict, result) -> None:
+    from rich.console import Console
+
+    from doxa.inference.calibrate import markdown_table
+
+    con = Console()
+    version = f"published parameter version {summary['version']}" if summary["version"] else "dry run: nothing published"
+    con.print(f"[bold]{version}[/] · {summary['n_readings']} readings, {summary['n_settlements']} settlements · "
+              f"{summary['steps']} steps in {summary['fit_seconds']:.1f} s"
+              + ("" if summary["converged"] else " [yellow](hit the step cap: not converged)[/]")
+              + (" · confusion matrices on" if summary["confusion"] else ""))
+    report = result.calibration.report()
+    con.print(f"calibration map: {report['method']} (fitted on {report['n']} settlements, "
+              f"{'held-out' if report.get('out_of_sample', True) else 'in-sample'} predictions)")
+    con.print(markdown_table(report))
+    if summary["moved"]:
+        con.print("moved most since the previous version:")
+        for m in summary["moved"]:
+            con.print(f"  {m['what']:<20} {m['name']:<48} {m['before']:.3g} → {m['after']:.3g}")
+    if summary["posterior"]:
+        con.print(f"posterior draws: {summary['posterior']}")
+
+
+def calibration(
+    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
+                                     show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    version: Optional[int] = typer.Option(None, "--version", help="Parameter version (default: the newest)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write the reliability diagram to this PNG file."),
+):
+    """Stated confidence against settled outcomes: ECE, Brier, log-loss and a reliability diagram."""
+    mem = open_memory(db)
+    store = mem.store
+    if version is None:
+        version, body = store.latest_params()
+        if body is None:
+            fail("no parameter version yet: run `doxa train` first (it measures calibration on held-out settlements)")
+    else:
+        from doxa.data.errors import StoreError
+
+        try:
+            body = store.params_body(version)
+        except StoreError as err:
+            fail(str(err))
+    report = (body.get("diagnostics") or {}).get("calibration")
+    if not report:
+        fail(f"parameter version {version} has no calibration report: publish one with `doxa train`")
+    from doxa.inference.calibrate import markdown_table, plot_reliability, reliability_markdown
+
+    if plot:
+        plot_reliability(report, plot, title=f"doxa params v{version}")
+    if as_json:
+        emit_json({"version": version, **report, "plot": plot})
+        return
+    print(f"Calibration of parameter version {version}: {report['n']} settlements, each scored with the belief "
+          f"just before it ({'held-out folds' if report.get('out_of_sample', True) else 'in-sample'}); "
+          f"map: {report['method']}.")
+    print(markdown_table(report))
+    print()
+    print(reliability_markdown(report))
+    if plot:
+        print(f"\nReliability diagram: {plot}")

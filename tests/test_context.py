@@ -1,0 +1,149 @@
+"""`doxa context`: subjects named in a task, one hop out, ranked beliefs, instructions beside them."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+
+import pytest
+from typer.testing import CliRunner
+
+import doxa
+import records as R
+from doxa.data import search as S
+from doxa.data.demo import DEMO_NOW, demo_records
+from doxa.data.times import parse_time
+from doxa.inference.context import context
+
+NOW = parse_time(DEMO_NOW)
+TASK = "book Maya's birthday dinner"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    mem = doxa.open(":memory:", log_reads=False)
+    mem.ingest(demo_records())
+    yield mem
+    mem.close()
+
+
+def test_one_hop_out_surfaces_that_sam_is_vegetarian(demo):
+    ctx = context(demo, TASK, at=NOW)
+    subjects = {s["id"]: s for s in ctx.subjects}
+    assert subjects["maya"]["hop"] == 0 and subjects["sam"]["hop"] == 1
+    assert "partner" in subjects["sam"]["via"]
+    sam = next(q for q in ctx.questions if q.question == "sam.diet")
+    assert sam.hop == 1 and sam.top == "vegetarian" and not sam.ask
+    assert sam.answers == demo.belief("sam.diet", NOW).answers
+    # …which no search on "Maya" finds: none of the messages about Sam's diet is a hit
+    hits = {h.message for h in S.search_messages(demo.store, S.tokenize(demo.store, "Maya"), limit=1000)}
+    sam_messages = {m for (m,) in demo.store.execute("SELECT message FROM readings WHERE question = 'sam.diet'").fetchall()}
+    assert sam_messages and not hits & sam_messages
+
+
+def test_every_answer_comes_with_its_probability_and_an_ask_flag(demo):
+    ctx = context(demo, TASK, at=NOW, act_at=0.8)
+    assert {q.question for q in ctx.questions} == {b.question for b in demo.beliefs(at=NOW)}
+    for q in ctx.questions:
+        options = demo.store.question(q.question)["options"]
+        assert list(q.answers) == list(options)
+        assert math.isclose(sum(q.answers.values()), 1.0, abs_tol=1e-5)
+        assert q.ask == (q.p_top < 0.8)
+        assert q.reason and "\n" not in q.reason
+    assert context(demo, TASK, at=NOW, act_at=0.5).questions != ctx.questions  # the flag follows the threshold
+
+
+def test_the_question_matching_the_task_comes_first(demo):
+    ctx = context(demo, TASK, at=NOW)
+    assert ctx.questions[0].question == "maya.birthday"
+    assert set(ctx.questions[0].matched) == {"birthday", "dinner"}
+    assert "maya" not in ctx.terms  # the subject's own name does not rank
+    # a named subject's question before a related subject's, all else equal
+    hops = [q.hop for q in ctx.questions if not q.matched]
+    assert hops == sorted(hops)
+
+
+@pytest.fixture
+def people():
+    mem = doxa.open(":memory:", log_reads=False)
+    mem.ingest([
+        R.subject("ada", "Ada"), R.subject("bo", "Bo"), R.subject("cy", "Cy"),
+        R.relation("ada", "bo", "partner"), R.relation("cy", "ada", "sister"),
+        R.question("ada.home", ["north", "south"], kind="home_address", subject="ada", text="Where does Ada live?"),
+        R.question("ada.wine", ["red", "white"], kind="wine", subject="ada", text="Which wine does Ada prefer?"),
+        R.question("ada.gift", ["book", "game"], kind="gift", subject="ada", text="What gift would Ada like?"),
+        R.question("bo.restaurant", ["thai", "italian"], kind="restaurant", subject="bo",
+                   text="Which restaurant does Bo like?"),
+        R.question("bo.home", ["north", "south"], kind="home_address", subject="bo", text="Where does Bo live?"),
+        R.question("cy.wine", ["red", "white"], kind="wine", subject="cy", text="Which wine does Cy prefer?"),
+    ])
+    return mem
+
+
+def test_ranking_puts_what_the_task_is_about_first(people):
+    order = [q.question for q in context(people, "pick a wine for dinner with Ada").questions]
+    assert order[0] == "ada.wine"
+    assert order.index("cy.wine") < order.index("ada.home")  # a related subject's match beats a miss
+    assert order.index("ada.home") < order.index("bo.home")  # the same miss: named before related
+    order = [q.question for q in context(people, "book a restaurant for Ada's birthday").questions]
+    assert order[0] == "bo.restaurant"  # her partner's restaurant matters more than her address
+
+
+def test_relations_are_followed_in_both_directions_once(people):
+    ctx = context(people, "call Cy")
+    assert {s["id"]: s["hop"] for s in ctx.subjects} == {"cy": 0, "ada": 1}
+    assert {q.subject for q in ctx.questions} == {"cy", "ada"}
+
+
+def test_a_task_naming_nobody_falls_back_to_its_words(people):
+    ctx = context(people, "which restaurant is good tonight")
+    assert ctx.note and "no subject" in ctx.note
+    assert [q.question for q in ctx.questions] == ["bo.restaurant"]
+    assert context(people, "hello there").questions == []
+
+
+# ---------------------------------------------------------------------------- instructions
+def test_instruction_stands_and_a_conflict_becomes_a_question_to_the_user(demo):
+    ctx = context(demo, TASK, at=NOW)
+    (instruction,) = ctx.instructions
+    assert instruction.id == "i1" and instruction.stands
+    conflict = instruction.conflict
+    assert conflict["rests_on_answer"] == "no" and conflict["top"] == "yes"
+    assert conflict["ask_user"].endswith("?") and "Avoid loud restaurants for Maya" in conflict["ask_user"]
+    assert conflict["evidence"]["message"] == "l2"  # the loud taco night
+    # beside the beliefs, never merged into them: the belief is exactly what the evidence says
+    loud = next(q for q in ctx.questions if q.question == "maya.likes_loud_places")
+    assert loud.answers == demo.belief("maya.likes_loud_places", NOW).answers
+    assert demo.store.instructions(["maya"])[0]["text"] == "Avoid loud restaurants for Maya"
+
+
+def test_no_conflict_while_the_evidence_agrees(demo):
+    before_taco_night = datetime(2026, 11, 1)
+    (instruction,) = context(demo, TASK, at=before_taco_night).instructions
+    assert instruction.conflict is None and instruction.stands
+
+
+def test_instructions_of_the_related_subject_come_too(people):
+    people.ingest([R.instruction("i9", "Never book anything spicy for Bo", "2026-01-01", subject="bo")])
+    ctx = context(people, "dinner with Ada")
+    assert [i.id for i in ctx.instructions] == ["i9"]
+
+
+# ---------------------------------------------------------------------------- command line
+def test_cli_context_json(tmp_path):
+    from doxa.cli.main import app
+
+    db = str(tmp_path / "demo.duckdb")
+    mem = doxa.open(db)
+    mem.ingest(demo_records())
+    mem.close()
+    runner = CliRunner()
+    result = runner.invoke(app, ["context", TASK, "--db", db, "--at", DEMO_NOW, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["questions"][0]["question"] == "maya.birthday"
+    assert any(q["question"] == "sam.diet" for q in out["questions"])
+    assert out["instructions"][0]["conflict"]["ask_user"].endswith("?")
+    text = runner.invoke(app, ["context", TASK, "--db", db, "--at", DEMO_NOW])
+    assert text.exit_code == 0 and "Keep following" in text.output and "sam.diet" in text.output
