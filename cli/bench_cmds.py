@@ -88,7 +88,10 @@ def bench(
     if as_json:
         emit_json(result.summary())
         return
-    render_table(result, Console())
+    console = Console()
+    if not console.is_terminal:  # piped: rich would squeeze the table into 80 columns
+        console = Console(width=110)
+    render_table(result, console)
 
 
 def render_table(result, console) -> None:

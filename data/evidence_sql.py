@@ -14,29 +14,36 @@ if TYPE_CHECKING:
 
 _FAR_FUTURE = datetime(9999, 1, 1)
 
-#: The evidence rules of DESIGN §1 in one place: which readings count.
-COUNTED_READINGS_SQL = """
--- only the readings of these questions, and their messages, before any join: a read of a
--- few questions must not hash every message of the store
-WITH r AS (SELECT * FROM readings WHERE {scope}),
-m AS (SELECT id, sent_at, source, fingerprint FROM messages WHERE id IN (SELECT message FROM r)),
-joined AS (
-    SELECT r.question, r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off,
-           m.sent_at, m.source, m.fingerprint
-    FROM r
-    JOIN m ON m.id = r.message
-    JOIN sources s ON s.id = m.source
-    WHERE NOT s.is_assistant AND m.sent_at <= ?
-),
--- per (fingerprint, question) the first copy counts: earliest sent, then smallest message
--- id, then reader name (a GROUP BY: a PARTITION BY window costs ~10 ms even on 50 rows)
-firsts AS (
-    SELECT fingerprint, question, min((sent_at, message, reader)) AS first FROM joined
-    GROUP BY fingerprint, question
-)
-SELECT j.* EXCLUDE (fingerprint) FROM joined j JOIN firsts f
-    ON f.fingerprint = j.fingerprint AND f.question = j.question AND f.first = (j.sent_at, j.message, j.reader)
+#: The evidence rules of DESIGN §1 in one place: which readings count. This query returns every
+#: non-assistant reading up to the cut, with integer keys only (question, source and reader
+#: ranks, a 64-bit hash of the fingerprint), sorted by (question, sent_at, message, reader);
+#: :func:`_first_copies` then keeps, per (question, fingerprint), the first row: the earliest
+#: copy, ties broken by smallest message id, then reader name.
+#: Why not in SQL: a GROUP BY over (fingerprint, question) plus the self-join back cost ~5 s
+#: on 1M readings, and string columns cost ~3 s more to fetch; this costs ~2.5 s in all.
+READINGS_SQL = """
+WITH qs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS qi FROM questions
+            WHERE status = 'active' AND {scope}),
+-- only the readings of these questions: a read of one question must not join every reading
+r AS (SELECT message, question, reader, unclear, unrelated, one_off, {prob_cols}
+      FROM readings WHERE question IN (SELECT id FROM qs)),
+rdr AS (SELECT list(DISTINCT reader ORDER BY reader) AS names FROM r),
+src AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS si FROM sources WHERE NOT is_assistant)
+SELECT qs.qi, epoch(m.sent_at) / 86400.0 AS t, src.si, list_position((SELECT names FROM rdr), r.reader) - 1 AS ri,
+       hash(m.fingerprint) AS fp, r.unclear, r.unrelated, r.one_off, {prob_names} {message_col}
+FROM r JOIN qs ON qs.id = r.question JOIN messages m ON m.id = r.message JOIN src ON src.id = m.source
+WHERE m.sent_at <= ?
+ORDER BY qs.qi, m.sent_at, r.message, r.reader
 """
+
+
+def _first_copies(q: np.ndarray, fingerprint_hash: np.ndarray) -> np.ndarray:
+    """Row numbers (ascending) of the first row of each (question, fingerprint) in sorted rows."""
+    if len(q) == 0:
+        return np.zeros(0, dtype=np.int64)
+    key = np.empty(len(q), dtype=[("q", np.int64), ("fp", np.uint64)])
+    key["q"], key["fp"] = q, fingerprint_hash
+    return np.sort(np.unique(key, return_index=True)[1])
 
 
 def _scope(question_ids: list[str] | None, active_ids: np.ndarray, column: str) -> tuple[str, list[Any]]:
@@ -53,33 +60,34 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
     ids = questions.ids  # sorted as DuckDB sorts them: question index = position here
     k_max = questions.k_max
     cutoff = at or _FAR_FUTURE
-    scope, sparams = _scope(question_ids, ids, "question")
-    counted = COUNTED_READINGS_SQL.format(scope=scope)
-    prob_cols = ", ".join(f"coalesce(c.probs[{k + 1}], 0.0) AS p{k}" for k in range(k_max))
-    message_col = ", c.message" if with_messages else ""
-    # One pass over the counted readings; question, source and reader indices come from it
-    # in numpy (searchsorted / np.unique compare str by code point = DuckDB's byte order of UTF-8).
+    scope, sparams = _scope(question_ids, ids, "id")
     cols = store.execute(
-        f"""WITH c AS ({counted})
-            SELECT c.question, epoch(c.sent_at) / 86400.0 AS t, c.source, s.path,
-                   coalesce(s.trust, 'NaN'::DOUBLE) AS trust, c.reader,
-                   c.unclear, c.unrelated, c.one_off, {prob_cols} {message_col}
-            FROM c JOIN sources s ON s.id = c.source
-            ORDER BY c.question, c.sent_at, c.message""",
+        READINGS_SQL.format(
+            scope=scope,
+            prob_cols=", ".join(f"coalesce(probs[{k + 1}], 0.0) AS p{k}" for k in range(k_max)),
+            prob_names=", ".join(f"r.p{k}" for k in range(k_max)),
+            message_col=", r.message" if with_messages else ""),
         sparams + [cutoff],
     ).fetchnumpy()
-    n = len(cols["question"])
-    probs = np.empty((n, k_max), dtype=np.float64)
+    keep = _first_copies(np.asarray(cols["qi"], dtype=np.int64), np.asarray(cols["fp"], dtype=np.uint64))
+    cols = {name: np.asarray(values)[keep] for name, values in cols.items()}
+    probs = np.empty((len(keep), k_max), dtype=np.float64)
     for k in range(k_max):
         probs[:, k] = cols[f"p{k}"]
-    cols["qi"] = np.searchsorted(ids, np.asarray(cols["question"], dtype=object)) if n else np.zeros(0)
-    source_ids, source_first, source_index = np.unique(
-        np.asarray(cols["source"], dtype=str), return_index=True, return_inverse=True)
-    readers, reader_index = np.unique(np.asarray(cols["reader"], dtype=str), return_inverse=True)
-    src = {"id": source_ids, "path": np.asarray(cols["path"], dtype=object)[source_first],
-           "trust": np.asarray(cols["trust"], dtype=np.float64)[source_first]}
+    # compact source and reader indices over the counted rows, in id / name order as before
+    source_rank, source_index = np.unique(np.asarray(cols["si"], dtype=np.int64), return_inverse=True)
+    reader_rank, reader_index = np.unique(np.asarray(cols["ri"], dtype=np.int64), return_inverse=True)
+    all_sources = store.execute(
+        "SELECT id, path, coalesce(trust, 'NaN'::DOUBLE) AS trust FROM sources WHERE NOT is_assistant ORDER BY id"
+    ).fetchnumpy()
+    src = {name: np.asarray(values, dtype=object if name != "trust" else np.float64)[source_rank]
+           for name, values in all_sources.items()}
+    reader_names = store.execute(
+        f"""SELECT DISTINCT reader FROM readings WHERE question IN (
+                SELECT id FROM questions WHERE status = 'active' AND {scope}) ORDER BY reader""", sparams
+    ).fetchnumpy()["reader"]
     cols["si"], cols["ri"] = source_index.reshape(-1), reader_index.reshape(-1)
-    rdr = {"reader": readers}
+    rdr = {"reader": np.asarray(reader_names, dtype=object)[reader_rank]}
 
     s_scope, s_params = _scope(question_ids, ids, "s.question")
     r_scope, r_params = _scope(question_ids, ids, "r.question")

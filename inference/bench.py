@@ -368,14 +368,6 @@ def trainer_available() -> str | None:
     return None
 
 
-def crowdkit_available() -> str | None:
-    try:
-        import crowdkit.aggregation  # noqa: F401
-    except ModuleNotFoundError:
-        return "crowd-kit is not installed: pip install 'doxa[test]' (or crowd-kit>=1.4)"
-    return None
-
-
 # ============================================================================ results
 @dataclass
 class BenchResult:
@@ -555,10 +547,6 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
             trainer = nightly_trainer(store, settings)
         else:
             notes["doxa-learned"] = why
-    if "dawid-skene" in wanted:
-        why = crowdkit_available()
-        if why:
-            notes["dawid-skene"] = why
     systems = [s for s in B.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
     learned = next((s for s in systems if isinstance(s, B.LearnedDoxa)), None)
 
