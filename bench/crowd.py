@@ -85,6 +85,7 @@ def baselines(triples, options, items, truth) -> dict[str, dict[str, float]]:
 def run_one(name: str, seed: int, fit_options: dict) -> dict:
     from doxa.data.store import Store
     from doxa.inference import scorer
+    from doxa.inference.calibrate import apply_calibration
     from doxa.inference.train import train
 
     triples, gold, options = load_set(name)
@@ -95,14 +96,18 @@ def run_one(name: str, seed: int, fit_options: dict) -> dict:
     store = Store.memory()
     store.ingest_records(records(name, triples, gold, options, revealed))
     started = time.perf_counter()
-    result = train(store, fit_options={**fit_options, "seed": seed}, seed=seed, progress=False)
+    result = train(store, fit_options={**fit_options, "seed": seed}, seed=seed, progress=False,
+                   calibration_options={"allow_floor": True})
     seconds = time.perf_counter() - started
     evidence = store.load_evidence()
-    beliefs = scorer.score(evidence, store.latest_params()[1])
+    document = store.latest_params()[1]
+    beliefs = scorer.score(evidence, document, calibrate=False)
+    calibrated = apply_calibration(document["calibration"], beliefs.raw)  # the scorer's map (+ floor)
     index = evidence.questions.index()
     rows = np.asarray([index[f"{name}.{i}"] for i in hidden])
     truth = np.asarray([options.index(gold[i]) for i in hidden])
-    out = {"doxa": scores(beliefs.probs[rows][:, : len(options)], truth)}
+    out = {"doxa": scores(calibrated[rows][:, : len(options)], truth),
+           "doxa (no map)": scores(beliefs.raw[rows][:, : len(options)], truth)}
     out.update(baselines(triples, options, hidden, truth))
     diag = result.document["diagnostics"]
     out["_info"] = {"seconds": seconds, "steps": diag["steps"], "confusion": diag["confusion"],
@@ -139,7 +144,7 @@ def markdown(results: dict[str, list[dict]], n_seeds: int) -> str:
     lines = [f"Held-out 80% of items, 20% gold revealed, {n_seeds} seeds (mean ± sd).", "",
              "| set | method | accuracy | log-loss | ECE |", "|---|---|---|---|---|"]
     for name, runs in results.items():
-        for method in ("doxa", "Dawid–Skene", "majority vote"):
+        for method in ("doxa", "doxa (no map)", "Dawid–Skene", "majority vote"):
             cells = []
             for metric in ("accuracy", "log_loss", "ece"):
                 vals = np.asarray([r[method][metric] for r in runs], dtype=float)

@@ -62,6 +62,9 @@ def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[st
     """`doxa belief`: shared by the typer command and the start-up fast path."""
     moment = parse_at(at)
     mem = open_memory(db)
+    # The read writes one row to `reads`; checkpointing it at exit costs ~0.2 s on a 1M-reading
+    # store. It stays in the write-ahead log (durable) until DuckDB's next checkpoint.
+    mem.store.con.execute("PRAGMA disable_checkpoint_on_shutdown")
     b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
     if as_json:
         emit_json(b.to_dict())

@@ -7,9 +7,17 @@ the form the scorer applies (:func:`doxa.inference.scorer.apply_calibration`):
 
 - ``temperature``: ``p ∝ p^(1/T)``, i.e. all log-odds divided by ``T`` (Guo et al. 2017,
   "On calibration of modern neural networks"); one number, safe on little data;
+- ``temperature`` with a ``floor`` ε: ``p ← (1-ε) p^(1/T)/Z + ε/K``: some settled
+  answers contradict even a confident consensus (hard items on which most sources
+  err together, which no per-source model sees); a floor says so without flattening
+  every belief the way a large ``T`` would. Offered when the scorer applies it.
 - ``isotonic``: a monotone piecewise-linear map of the top probability, fitted by pool
   adjacent violators (Zadrozny & Elkan 2002), offered from ``ISOTONIC_MIN_POINTS``
   predictions on.
+
+Both parameters of the temperature maps are fitted by maximum a posteriori with weak
+priors (``log T ~ N(0, 1)``, ``ε ~ Beta(1, 19)``) so a handful of settlements cannot
+push them to extremes.
 
 The method is chosen by cross-validated log-loss among none / temperature / isotonic,
 and the "after" figures reported are the cross-validated ones, not the fit's own.
@@ -24,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from doxa.inference.scorer import apply_calibration
+from doxa.inference.scorer import apply_calibration as _scorer_apply
 
 N_BINS = 15
 ISOTONIC_MIN_POINTS = 300
@@ -84,19 +92,32 @@ def metrics(probs: np.ndarray, answer: np.ndarray) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------- maps
-def fit_temperature(probs: np.ndarray, answer: np.ndarray, bounds: tuple[float, float] = (0.05, 20.0)) -> float:
-    """The ``T`` minimising the log-loss of ``p^(1/T)`` (golden-section search on log T)."""
-    lo, hi = np.log(bounds[0]), np.log(bounds[1])
+LOG_T_PRIOR_SD = 1.0
+FLOOR_PRIOR = (1.0, 19.0)
 
-    def loss(log_t: float) -> float:
-        return log_loss(apply_calibration({"method": "temperature", "temperature": float(np.exp(log_t))}, probs),
-                        answer)
 
+def apply_calibration(calibration: dict[str, Any], probs: np.ndarray) -> np.ndarray:
+    """The scorer's map, plus the ``floor`` of a temperature map: ``(1-ε) p + ε/K`` over the live options."""
+    out = _scorer_apply(calibration, probs)
+    floor = float((calibration or {}).get("floor") or 0.0)
+    if floor > 0 and not scorer_applies_floor():
+        live = out > 0
+        out = np.where(live, (1 - floor) * out + floor / np.maximum(live.sum(axis=1, keepdims=True), 1), 0.0)
+    return out
+
+
+def scorer_applies_floor() -> bool:
+    """Whether :func:`doxa.inference.scorer.apply_calibration` knows the ``floor`` key."""
+    probe = _scorer_apply({"method": "temperature", "temperature": 1.0, "floor": 0.5}, np.array([[1.0, 0.0]]))
+    return bool(probe[0, 0] < 1.0)
+
+
+def _golden(loss, lo: float, hi: float, iterations: int = 50) -> float:
     golden = (np.sqrt(5) - 1) / 2
     a, b = lo, hi
     c, d = b - golden * (b - a), a + golden * (b - a)
     fc, fd = loss(c), loss(d)
-    for _ in range(60):
+    for _ in range(iterations):
         if fc < fd:
             b, d, fd = d, c, fc
             c = b - golden * (b - a)
@@ -105,7 +126,36 @@ def fit_temperature(probs: np.ndarray, answer: np.ndarray, bounds: tuple[float, 
             a, c, fc = c, d, fd
             d = a + golden * (b - a)
             fd = loss(d)
-    return float(np.exp((a + b) / 2))
+    return (a + b) / 2
+
+
+def _temperature_map(log_t: float, floor: float) -> dict[str, Any]:
+    out = {"method": "temperature", "temperature": float(np.exp(log_t))}
+    if floor > 0:
+        out["floor"] = float(floor)
+    return out
+
+
+def fit_temperature(probs: np.ndarray, answer: np.ndarray, *, floor: bool = False,
+                    bounds: tuple[float, float] = (0.05, 20.0)) -> dict[str, Any]:
+    """MAP temperature (and floor) for ``p^(1/T)`` (coordinate-wise golden-section search)."""
+    n = max(len(answer), 1)
+    a_prior, b_prior = FLOOR_PRIOR
+
+    def objective(log_t: float, eps: float) -> float:
+        nll = log_loss(apply_calibration(_temperature_map(log_t, eps), probs), answer) * n
+        penalty = 0.5 * (log_t / LOG_T_PRIOR_SD) ** 2
+        if floor:
+            penalty -= (a_prior - 1) * np.log(eps) + (b_prior - 1) * np.log1p(-eps)
+        return nll + penalty
+
+    lo, hi = np.log(bounds[0]), np.log(bounds[1])
+    log_t, eps = 0.0, (0.02 if floor else 0.0)
+    for _ in range(4 if floor else 1):
+        log_t = _golden(lambda x: objective(x, eps), lo, hi)
+        if floor:
+            eps = _golden(lambda e: objective(log_t, e), 1e-4, 0.5)
+    return _temperature_map(log_t, eps)
 
 
 def fit_isotonic(probs: np.ndarray, answer: np.ndarray) -> tuple[list[float], list[float]]:
@@ -140,7 +190,9 @@ def fit_isotonic(probs: np.ndarray, answer: np.ndarray) -> tuple[list[float], li
 
 def fit_map(method: str, probs: np.ndarray, answer: np.ndarray) -> dict[str, Any]:
     if method == "temperature":
-        return {"method": "temperature", "temperature": fit_temperature(probs, answer)}
+        return fit_temperature(probs, answer)
+    if method == "temperature+floor":
+        return fit_temperature(probs, answer, floor=True)
     if method == "isotonic":
         x, y = fit_isotonic(probs, answer)
         return {"method": "isotonic", "x": x, "y": y}
@@ -161,7 +213,8 @@ class OutputCalibration:
 
     n_folds: int = 5
     seed: int = 0
-    methods: tuple[str, ...] = ("none", "temperature", "isotonic")
+    methods: tuple[str, ...] = ("none", "temperature", "temperature+floor", "isotonic")
+    allow_floor: bool | None = None  # None: only when the scorer applies floors
     map_: dict[str, Any] = field(default_factory=lambda: {"method": "none"})
 
     def fit(self, probs: np.ndarray, answer: np.ndarray, groups: np.ndarray | None = None) -> "OutputCalibration":
@@ -173,6 +226,8 @@ class OutputCalibration:
         self.table_before_ = reliability_table(probs, answer)
         candidates = [m for m in self.methods
                       if m == "none" or (m == "temperature" and n >= MIN_POINTS)
+                      or (m == "temperature+floor" and n >= MIN_POINTS
+                          and (scorer_applies_floor() if self.allow_floor is None else self.allow_floor))
                       or (m == "isotonic" and n >= ISOTONIC_MIN_POINTS)]
         if len(candidates) == 1:
             self.method_, self.map_, self.cv_log_loss_ = "none", {"method": "none"}, {}

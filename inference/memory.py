@@ -149,16 +149,22 @@ class Memory:
             rejected.setdefault(qi, []).append(qt.options[qi][a])
         out = []
         stamp = at.isoformat()
-        for i in range(len(qt.ids)):
+        # whole-array conversions: per-element round(float(numpy scalar)) cost ~3 s for 100k questions
+        answers = np.round(beliefs.probs, 6).tolist()
+        p_top_rounded = np.round(p_top, 6).tolist()
+        alive = (p_top > 0).tolist()
+        act = ((p_top > 0) & (p_top >= act_at)).tolist()
+        top_index = top.tolist()
+        ids, texts, subjects, kinds = qt.ids.tolist(), qt.texts.tolist(), qt.subjects.tolist(), qt.kinds.tolist()
+        n_evidence, n_settled = beliefs.n_evidence.tolist(), beliefs.n_settled.tolist()
+        for i in range(len(ids)):
             options = qt.options[i]
-            answers = {o: round(float(beliefs.probs[i, j]), 6) for j, o in enumerate(options)}
-            alive = p_top[i] > 0
             out.append(Belief(
-                question=str(qt.ids[i]), at=stamp, answers=answers,
-                top=options[top[i]] if alive else None, p_top=round(float(p_top[i]), 6),
-                act=bool(alive and p_top[i] >= act_at), params_version=beliefs.params_version,
-                text=str(qt.texts[i]), subject=qt.subjects[i], kind=str(qt.kinds[i]),
-                n_evidence=int(beliefs.n_evidence[i]), n_settled=int(beliefs.n_settled[i]),
+                question=str(ids[i]), at=stamp, answers=dict(zip(options, answers[i])),
+                top=options[top_index[i]] if alive[i] else None, p_top=p_top_rounded[i],
+                act=act[i], params_version=beliefs.params_version,
+                text=str(texts[i]), subject=subjects[i], kind=str(kinds[i]),
+                n_evidence=n_evidence[i], n_settled=n_settled[i],
                 rejected=rejected.get(i, []),
             ))
         return out

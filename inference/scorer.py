@@ -114,6 +114,8 @@ def tempered_reading(evidence: Evidence, params: dict[str, Any]) -> np.ndarray:
     total = r.sum(axis=1, keepdims=True)
     uniform = mask / k[:, None]
     r = np.where(total > 0, r / np.where(total > 0, total, 1.0), uniform)
+    if np.all(tau == 1.0):  # untempered readers (the default): skip log/exp over every reading
+        return r
     with np.errstate(divide="ignore"):
         logr = np.where(r > 0, np.log(np.where(r > 0, r, 1.0)), -np.inf) * inv_tau
     logr = np.where(mask, logr, -np.inf)

@@ -224,7 +224,7 @@ def inference_data(fit: BeliefFit):
 
 def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: int | None = None,
           posterior_dir: str | os.PathLike | None = None, publish: bool = True, seed: int = 0,
-          progress: bool = True) -> TrainResult:
+          progress: bool = True, calibration_options: dict[str, Any] | None = None) -> TrainResult:
     """Run the nightly job on an open :class:`~doxa.data.store.Store`; returns what was published."""
     started = time.perf_counter()
     evidence = store.load_evidence(at)
@@ -233,7 +233,7 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     document = fit.params_document()
 
     predictions = settlement_predictions(fit, evidence, folds=folds, seed=seed, progress=progress)
-    calibration = OutputCalibration(seed=seed).fit(predictions.probs, predictions.answer, predictions.question)
+    calibration = OutputCalibration(seed=seed, **(calibration_options or {})).fit(predictions.probs, predictions.answer, predictions.question)
     document["calibration"] = calibration.map_
     report = calibration.report()
     report["out_of_sample"] = predictions.out_of_sample

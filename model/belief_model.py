@@ -655,7 +655,9 @@ def derive(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> Deriv
     for k in structure.group_ks:
         uniform = torch.full((1, k), 1.0 / k, dtype=dtype)
         prior_table[k] = torch.cat([latents[f"base_rates_{k}"], uniform], dim=0)
-    log_rate = latents["rate_loc"] + latents["rate_scale"] * latents["rate_offset"]
+    # clamped: with no gaps in time (e.g. crowd labels) λ is unidentified and a draw far
+    # in the tail must not overflow (λ·0 = inf·0 would be NaN)
+    log_rate = (latents["rate_loc"] + latents["rate_scale"] * latents["rate_offset"]).clamp(-40.0, 12.0)
     return Derived(trust_logit=trust_logit, confusion=confusion, prior_table=prior_table, rate=log_rate.exp(),
                    inv_temperature=torch.exp(-latents["reader_log_temperature"]))
 
