@@ -15,25 +15,23 @@ if TYPE_CHECKING:
 _FAR_FUTURE = datetime(9999, 1, 1)
 
 #: The evidence rules of DESIGN §1 in one place: which readings count. This query returns every
-#: non-assistant reading up to the cut, with integer keys only (question, source and reader
-#: ranks, a 64-bit hash of the fingerprint), sorted by (question, sent_at, message, reader);
-#: :func:`_first_copies` then keeps, per (question, fingerprint), the first row: the earliest
-#: copy, ties broken by smallest message id, then reader name.
-#: Why not in SQL: a GROUP BY over (fingerprint, question) plus the self-join back cost ~5 s
-#: on 1M readings, and string columns cost ~3 s more to fetch; this costs ~2.5 s in all.
+#: reading of a non-assistant message up to the cut, with integer keys only (question, source and
+#: reader ranks, the fingerprint hash), sorted by (question, sent_at, fingerprint, then hashes of
+#: the message id and reader name); :func:`_first_copies` then keeps, per (question,
+#: fingerprint), the first row: the earliest copy — ties at the same instant broken by the hash of
+#: the message id, then by reader name, so the choice never depends on ingest order.
+#: Readings carry their message's facts (schema.sql), so no join to messages is needed.
 READINGS_SQL = """
 WITH qs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS qi FROM questions
             WHERE status = 'active' AND {scope}),
--- only the readings of these questions: a read of one question must not join every reading
-r AS (SELECT message, question, reader, unclear, unrelated, one_off, {prob_cols}
-      FROM readings WHERE question IN (SELECT id FROM qs)),
+r AS (SELECT question, source, reader, sent_at, fp, message, unclear, unrelated, one_off, {prob_cols}
+      FROM readings WHERE counts AND sent_at <= ? AND question IN (SELECT id FROM qs)),
 rdr AS (SELECT list(DISTINCT reader ORDER BY reader) AS names FROM r),
 src AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS si FROM sources WHERE NOT is_assistant)
-SELECT qs.qi, epoch(m.sent_at) / 86400.0 AS t, src.si, list_position((SELECT names FROM rdr), r.reader) - 1 AS ri,
-       hash(m.fingerprint) AS fp, r.unclear, r.unrelated, r.one_off, {prob_names} {message_col}
-FROM r JOIN qs ON qs.id = r.question JOIN messages m ON m.id = r.message JOIN src ON src.id = m.source
-WHERE m.sent_at <= ?
-ORDER BY qs.qi, m.sent_at, r.message, r.reader
+SELECT qs.qi, epoch(r.sent_at) / 86400.0 AS t, src.si, list_position((SELECT names FROM rdr), r.reader) - 1 AS ri,
+       r.fp, r.unclear, r.unrelated, r.one_off, {prob_names} {message_col}
+FROM r JOIN qs ON qs.id = r.question JOIN src ON src.id = r.source
+ORDER BY qs.qi, r.sent_at, r.fp, hash(r.message), r.reader
 """
 
 
@@ -83,8 +81,8 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
     src = {name: np.asarray(values, dtype=object if name != "trust" else np.float64)[source_rank]
            for name, values in all_sources.items()}
     reader_names = store.execute(
-        f"""SELECT DISTINCT reader FROM readings WHERE question IN (
-                SELECT id FROM questions WHERE status = 'active' AND {scope}) ORDER BY reader""", sparams
+        f"""SELECT DISTINCT reader FROM readings WHERE counts AND sent_at <= ? AND question IN (
+                SELECT id FROM questions WHERE status = 'active' AND {scope}) ORDER BY reader""", [cutoff] + sparams
     ).fetchnumpy()["reader"]
     cols["si"], cols["ri"] = source_index.reshape(-1), reader_index.reshape(-1)
     rdr = {"reader": np.asarray(reader_names, dtype=object)[reader_rank]}
@@ -154,8 +152,8 @@ def explain_rows(store: "Store", question_id: str, at: datetime | None) -> list[
                SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off,
                       m.sent_at, m.text, m.source, m.fingerprint, s.path, s.trust, s.is_assistant,
                       first_value(m.id) OVER (PARTITION BY m.fingerprint
-                          ORDER BY m.sent_at, m.id, r.reader) AS canonical,
-                      row_number() OVER (PARTITION BY m.fingerprint ORDER BY m.sent_at, m.id, r.reader) AS copy_rank
+                          ORDER BY m.sent_at, hash(m.id), r.reader) AS canonical,
+                      row_number() OVER (PARTITION BY m.fingerprint ORDER BY m.sent_at, hash(m.id), r.reader) AS copy_rank
                FROM readings r JOIN messages m ON m.id = r.message JOIN sources s ON s.id = m.source
                WHERE r.question = ? AND NOT s.is_assistant AND m.sent_at <= ?
            ),

@@ -567,6 +567,9 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
             counts[table] = insert_arrow_con(con, table, arrow)
         if index_terms and "messages" in tables and "message_terms" not in tables:
             index_missing_terms(con)
+        from .writer import complete_readings
+
+        complete_readings(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -656,6 +659,9 @@ def replay(
                 src_q = {"id": src_id}
                 _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
             _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
+            from .writer import complete_readings
+
+            complete_readings(con)
             con.execute("COMMIT")
         except Exception:
             con.execute("ROLLBACK")

@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS questions (
 );
 
 -- probs are in the order of questions.options.
+-- The last four columns copy (immutable) facts of the reading's message so that loading
+-- the evidence never joins a million readings to their messages; write paths fill them
+-- with doxa.data.writer.complete_readings before committing.
 CREATE TABLE IF NOT EXISTS readings (
     message        VARCHAR NOT NULL,
     question       VARCHAR NOT NULL,
@@ -62,6 +65,10 @@ CREATE TABLE IF NOT EXISTS readings (
     unclear        DOUBLE NOT NULL,
     unrelated      DOUBLE NOT NULL,
     one_off        DOUBLE NOT NULL,
+    sent_at        TIMESTAMP,          -- the message's sent_at
+    source         VARCHAR,            -- the message's source
+    fp             UBIGINT,            -- hash of the message's fingerprint: copies share it
+    counts         BOOLEAN,            -- false for the assistant's own notes
     PRIMARY KEY (message, question, reader)
 );
 

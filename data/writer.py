@@ -260,6 +260,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
                 conflict="ON CONFLICT DO NOTHING")
         for handler, items in extra_writers:
             counts.update(handler.write(con, items))
+        complete_readings(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -280,6 +281,16 @@ def _insert(con, table: str, columns: dict[str, Any], *, conflict: str, new_only
     finally:
         con.unregister(name)
     return int(after - before)
+
+
+def complete_readings(con) -> None:
+    """Copy each new reading's message facts onto it (see the readings table in schema.sql)."""
+    con.execute(
+        """UPDATE readings SET sent_at = m.sent_at, source = m.source, fp = hash(m.fingerprint),
+                              counts = NOT s.is_assistant
+           FROM messages m, sources s
+           WHERE readings.sent_at IS NULL AND m.id = readings.message AND s.id = m.source"""
+    ).fetchall()
 
 
 def _index_terms(con, ids: list[str], texts: list[str]) -> None:
