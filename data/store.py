@@ -276,6 +276,53 @@ class Store:
         finally:
             self.con.unregister("_reads_stage")
 
+    def log_belief_matrix(self, question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray,
+                          n_options: np.ndarray, params_version: int | None) -> None:
+        """Log many reads at once from the scorer's arrays (``probs`` (Q, K_max), rounded to 1e-6).
+
+        The rows go through a temporary Parquet file that DuckDB reads natively: handing
+        DuckDB any Python-side table imports pandas (~0.5 s), and per-row JSON in Python
+        costs more than the whole read. The answers' JSON is built in SQL.
+        """
+        import os
+        import tempfile
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        def buffer_array(values: np.ndarray, kind) -> "pa.Array":
+            return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
+
+        k = np.asarray(n_options, dtype=np.int64)
+        mask = np.arange(probs.shape[1])[None, :] < k[:, None]
+        flat = np.round(probs, 6)[mask]
+        offsets = np.zeros(len(k) + 1, dtype=np.int32)
+        offsets[1:] = np.cumsum(k)
+        encoded = [str(q).encode("utf-8") for q in question_ids.tolist()]
+        text_offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+        text_offsets[1:] = np.cumsum([len(e) for e in encoded])
+        table = pa.Table.from_arrays(
+            [pa.StringArray.from_buffers(len(encoded), pa.py_buffer(text_offsets), pa.py_buffer(b"".join(encoded))),
+             pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(flat, pa.float64())),
+             buffer_array(np.argmax(probs, axis=1).astype(np.int64), pa.int64())],
+            names=["question", "probs", "top"],
+        )
+        handle, path = tempfile.mkstemp(suffix=".parquet", prefix="doxa-reads-")
+        os.close(handle)
+        try:
+            pq.write_table(table, path, compression="none")
+            self.execute(
+                f"""INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
+                    SELECT s.question, ?, now()::TIMESTAMP,
+                           to_json(map_from_entries(list_zip(q.options, s.probs)))::VARCHAR,
+                           CASE WHEN list_max(s.probs) > 0 THEN q.options[s.top + 1] ELSE '' END,
+                           list_max(s.probs), ?
+                    FROM read_parquet({sql_literal(path)}) s JOIN questions q ON q.id = s.question""",
+                [asked_at, params_version],
+            ).fetchall()
+        finally:
+            os.unlink(path)
+
     def log_read(self, question: str, asked_at: datetime, answers: dict[str, float], top: str,
                  p_top: float, params_version: int | None) -> None:
         self.execute(

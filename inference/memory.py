@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from doxa.data.store import Store, StoreError, from_days, to_days
+from doxa.data.store import SMALL_LOG, Store, StoreError, from_days, to_days
 
 from . import params as P
 from . import scorer
@@ -153,7 +153,8 @@ class Memory:
         answers = np.round(beliefs.probs, 6).tolist()
         p_top_rounded = np.round(p_top, 6).tolist()
         alive = (p_top > 0).tolist()
-        act = ((p_top > 0) & (p_top >= act_at)).tolist()
+        # act on the reported (rounded) probability, so the flag and the number never disagree
+        act = ((p_top > 0) & (np.round(p_top, 6) >= act_at)).tolist()
         top_index = top.tolist()
         ids, texts, subjects, kinds = qt.ids.tolist(), qt.texts.tolist(), qt.subjects.tolist(), qt.kinds.tolist()
         n_evidence, n_settled = beliefs.n_evidence.tolist(), beliefs.n_settled.tolist()
@@ -169,8 +170,12 @@ class Memory:
             ))
         return out
 
-    def _log(self, at: datetime, found: list[Belief]) -> None:
+    def _log(self, at: datetime, found: list[Belief], beliefs: scorer.Beliefs | None = None) -> None:
         if not self.log_reads or not found:
+            return
+        if beliefs is not None and len(found) > SMALL_LOG:
+            qt = beliefs.evidence.questions
+            self.store.log_belief_matrix(qt.ids, at, beliefs.probs, qt.n_options, beliefs.params_version)
             return
         rows = [(b.question, at, json.dumps(b.answers), b.top or "", b.p_top, b.params_version) for b in found]
         if len(rows) == 1:
@@ -195,7 +200,7 @@ class Memory:
                 raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
         at, _, _, _, beliefs = self._score(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
-        self._log(at, found)
+        self._log(at, found, beliefs)
         return found
 
     # ---------------------------------------------------------------- explanations
