@@ -16,10 +16,11 @@ _FAR_FUTURE = datetime(9999, 1, 1)
 
 #: The evidence rules of DESIGN §1 in one place: which readings count. This query returns every
 #: reading of a non-assistant message up to the cut, with integer keys only (question, source and
-#: reader ranks, the fingerprint hash), sorted by (question, sent_at, fingerprint, then hashes of
-#: the message id and reader name); :func:`_first_copies` then keeps, per (question,
-#: fingerprint), the first row: the earliest copy — ties at the same instant broken by the hash of
-#: the message id, then by reader name, so the choice never depends on ingest order.
+#: reader ranks, a hash of the evidence unit = (question, fingerprint)), sorted by (question,
+#: sent_at, the message id's hash (top 48 bits), reader name); :func:`_first_copies` then keeps
+#: the first row of each unit: the earliest copy — ties at the same instant broken by the
+#: message id's hash, then the reader's name, so the choice never depends on ingest order.
+#: ``explain_rows`` orders copies by the same key.
 #: Readings carry their message's facts (schema.sql), so no join to messages is needed.
 READINGS_SQL = """
 WITH qs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS qi FROM questions
@@ -27,21 +28,44 @@ WITH qs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS qi FROM questions
 r AS (SELECT question, source, reader, sent_at, fp, message, unclear, unrelated, one_off, {prob_cols}
       FROM readings WHERE counts AND sent_at <= ? AND question IN (SELECT id FROM qs)),
 rdr AS (SELECT list(DISTINCT reader ORDER BY reader) AS names FROM r),
-src AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS si FROM sources WHERE NOT is_assistant)
-SELECT qs.qi, epoch(r.sent_at) / 86400.0 AS t, src.si, list_position((SELECT names FROM rdr), r.reader) - 1 AS ri,
-       r.fp, r.unclear, r.unrelated, r.one_off, {prob_names} {message_col}
-FROM r JOIN qs ON qs.id = r.question JOIN src ON src.id = r.source
-ORDER BY qs.qi, r.sent_at, r.fp, hash(r.message), r.reader
+src AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS si FROM sources WHERE NOT is_assistant),
+x AS (SELECT qs.qi, epoch_us(r.sent_at) AS t_us, src.si,
+             list_position((SELECT names FROM rdr), r.reader) - 1 AS ri,
+             hash(r.question, r.fp) AS unit, r.message, r.unclear, r.unrelated, r.one_off, {prob_names}
+      FROM r JOIN qs ON qs.id = r.question JOIN src ON src.id = r.source)
+-- the tie key: high bits of the message id's hash, low 16 bits the reader's rank. Rows come back
+-- unsorted: numpy orders them (:func:`_event_order`) in a fraction of what a SQL sort of the
+-- wide rows costs.
+SELECT qi, t_us, qi::BIGINT * 4294967296 + (t_us // 1000000) AS qt_key, si, ri, unit,
+       (hash(message) & ~65535::UBIGINT) | ri::UBIGINT AS tie,
+       unclear, unrelated, one_off, {x_prob_names} {message_col}
+FROM x
 """
 
 
-def _first_copies(q: np.ndarray, fingerprint_hash: np.ndarray) -> np.ndarray:
-    """Row numbers (ascending) of the first row of each (question, fingerprint) in sorted rows."""
-    if len(q) == 0:
+def _event_order(qt_key: np.ndarray, t_us: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """Permutation sorting rows by (question, time, tie key).
+
+    ``qt_key`` = question index · 2³² + whole seconds: one int64 argsort orders almost every
+    row; rows sharing a key (same question, same second) are then put in (time, tie) order.
+    """
+    if len(qt_key) == 0:
         return np.zeros(0, dtype=np.int64)
-    key = np.empty(len(q), dtype=[("q", np.int64), ("fp", np.uint64)])
-    key["q"], key["fp"] = q, fingerprint_hash
-    return np.sort(np.unique(key, return_index=True)[1])
+    order = np.argsort(qt_key, kind="stable")
+    ordered = qt_key[order]
+    same = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if len(same):
+        rows = np.unique(np.r_[same, same + 1])
+        block = order[rows]
+        order[rows] = block[np.lexsort((tie[block], t_us[block], qt_key[block]))]
+    return order
+
+
+def _first_copies(unit: np.ndarray) -> np.ndarray:
+    """Row numbers (ascending) of the first row of each evidence unit (question, fingerprint hash)."""
+    if len(unit) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.sort(np.unique(unit, return_index=True)[1])
 
 
 def _scope(question_ids: list[str] | None, active_ids: np.ndarray, column: str) -> tuple[str, list[Any]]:
@@ -64,10 +88,14 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
             scope=scope,
             prob_cols=", ".join(f"coalesce(probs[{k + 1}], 0.0) AS p{k}" for k in range(k_max)),
             prob_names=", ".join(f"r.p{k}" for k in range(k_max)),
-            message_col=", r.message" if with_messages else ""),
+            x_prob_names=", ".join(f"p{k}" for k in range(k_max)),
+            message_col=", message" if with_messages else ""),
         sparams + [cutoff],
     ).fetchnumpy()
-    keep = _first_copies(np.asarray(cols["qi"], dtype=np.int64), np.asarray(cols["fp"], dtype=np.uint64))
+    order = _event_order(np.asarray(cols["qt_key"], dtype=np.int64), np.asarray(cols["t_us"], dtype=np.int64),
+                         np.asarray(cols["tie"], dtype=np.uint64))
+    keep = order[_first_copies(np.asarray(cols["unit"], dtype=np.uint64)[order])]
+    cols["t"] = np.asarray(cols.pop("t_us"), dtype=np.float64) / 86400e6
     cols = {name: np.asarray(values)[keep] for name, values in cols.items()}
     probs = np.empty((len(keep), k_max), dtype=np.float64)
     for k in range(k_max):
@@ -152,8 +180,8 @@ def explain_rows(store: "Store", question_id: str, at: datetime | None) -> list[
                SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off,
                       m.sent_at, m.text, m.source, m.fingerprint, s.path, s.trust, s.is_assistant,
                       first_value(m.id) OVER (PARTITION BY m.fingerprint
-                          ORDER BY m.sent_at, hash(m.id), r.reader) AS canonical,
-                      row_number() OVER (PARTITION BY m.fingerprint ORDER BY m.sent_at, hash(m.id), r.reader) AS copy_rank
+                          ORDER BY m.sent_at, hash(m.id) & ~65535::UBIGINT, r.reader) AS canonical,
+                      row_number() OVER (PARTITION BY m.fingerprint ORDER BY m.sent_at, hash(m.id) & ~65535::UBIGINT, r.reader) AS copy_rank
                FROM readings r JOIN messages m ON m.id = r.message JOIN sources s ON s.id = m.source
                WHERE r.question = ? AND NOT s.is_assistant AND m.sent_at <= ?
            ),

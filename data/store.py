@@ -101,6 +101,8 @@ class Store:
             con = duckdb.connect(path, read_only=read_only)
         except duckdb.IOException as err:
             raise StoreError(f"cannot open {path}: {err}. Is another doxa process writing to it?") from err
+        # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
+        con.execute("SET enable_progress_bar = false")
         store = cls(con, path)
         if not read_only:
             store._ensure_schema()
@@ -184,7 +186,7 @@ class Store:
             kinds=np.asarray(cols["kind"], dtype=object),
             texts=np.asarray(cols["text"], dtype=object),
             shapes=np.asarray(cols["shape"], dtype=object),
-            options=[list(o) for o in cols["options"]],
+            options=[o if isinstance(o, list) else list(o) for o in cols["options"]],
             n_options=np.asarray(cols["k"], dtype=np.int64),
             options_key=np.asarray(cols["options_key"], dtype=object),
         )

@@ -16,8 +16,10 @@ the form the scorer applies (:func:`doxa.inference.scorer.apply_calibration`):
   predictions on.
 
 Both parameters of the temperature maps are fitted by maximum a posteriori with weak
-priors (``log T ~ N(0, 1)``, ``ε ~ Beta(1, 19)``) so a handful of settlements cannot
-push them to extremes.
+priors (``log T ~ N(0, 1)``, ``ε ~ Beta(2, 38)``) so a handful of settlements cannot
+push them to extremes. When the scorer applies floors, the floor is always part of the
+map (a few settlements without a confident miss do not show there are none); the
+method is then chosen between temperature+floor and isotonic by cross-validation.
 
 The method is chosen by cross-validated log-loss among none / temperature / isotonic,
 and the "after" figures reported are the cross-validated ones, not the fit's own.
@@ -93,7 +95,7 @@ def metrics(probs: np.ndarray, answer: np.ndarray) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------- maps
 LOG_T_PRIOR_SD = 1.0
-FLOOR_PRIOR = (1.0, 19.0)
+FLOOR_PRIOR = (2.0, 38.0)  # mean 0.05, mode 0.027: a few settlements cannot rule out confident misses
 
 
 def apply_calibration(calibration: dict[str, Any], probs: np.ndarray) -> np.ndarray:
@@ -224,12 +226,18 @@ class OutputCalibration:
         self.n_ = n
         self.before_ = metrics(probs, answer)
         self.table_before_ = reliability_table(probs, answer)
-        candidates = [m for m in self.methods
-                      if m == "none" or (m == "temperature" and n >= MIN_POINTS)
-                      or (m == "temperature+floor" and n >= MIN_POINTS
-                          and (scorer_applies_floor() if self.allow_floor is None else self.allow_floor))
-                      or (m == "isotonic" and n >= ISOTONIC_MIN_POINTS)]
-        if len(candidates) == 1:
+        floor_ok = scorer_applies_floor() if self.allow_floor is None else self.allow_floor
+        if n < MIN_POINTS:
+            candidates = ["none"]
+        elif floor_ok:
+            # the floor is a hedge, not a finding: a few settlements without a confident miss
+            # do not show there are none, so "none" and a bare temperature are not offered
+            candidates = [m for m in self.methods if m == "temperature+floor"
+                          or (m == "isotonic" and n >= ISOTONIC_MIN_POINTS)]
+        else:
+            candidates = [m for m in self.methods if m in ("none", "temperature")
+                          or (m == "isotonic" and n >= ISOTONIC_MIN_POINTS)]
+        if candidates == ["none"]:
             self.method_, self.map_, self.cv_log_loss_ = "none", {"method": "none"}, {}
             self.after_, self.table_after_ = self.before_, self.table_before_
             self.cv_probs_ = probs

@@ -125,7 +125,7 @@ class BeliefFit:
         guide: str = "normal",
         n_draws: int = 300,
         confusion_margin: float = 5.0,
-        bias_z: float = 3.0,
+        bias_z: float = 2.0,
         blowup_factor: float = 3.0,
         seed: int = 0,
         progress: bool = True,

@@ -975,7 +975,16 @@ def point_latents(structure: ModelStructure, values: dict[str, Any] | None = Non
     wanted = values.pop("trust_logit", None)
     for name, value in values.items():
         out[name] = torch.as_tensor(value, dtype=dtype)
-    # every node at the root's trust unless ``values["trust_logit"]`` gives them
-    x = out["trust_root"].expand(structure.n_nodes) if wanted is None else torch.as_tensor(wanted, dtype=dtype)
-    out.update(encode_trust(structure, x, out["trust_root"], out["trust_scale"]))
+    if wanted is not None:
+        out.update(encode_trust(structure, torch.as_tensor(wanted, dtype=dtype), out["trust_root"],
+                                out["trust_scale"]))
+        return out
+    levels: dict[str, torch.Tensor] = {}
+
+    def at_prior_mean(name, loc, sigma, centred):  # each node at its parent's value (or stated trust)
+        levels[name] = torch.where(centred, loc, torch.zeros_like(loc))
+        return levels[name]
+
+    trust_logits(structure, out["trust_root"], out["trust_scale"], at_prior_mean)
+    out.update(levels)
     return out

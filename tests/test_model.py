@@ -1,0 +1,157 @@
+"""The generative story's pieces: the source tree, the tree product, and the torch filter
+against the numpy scorer (the same beliefs from the same parameters)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doxa.inference import scorer
+from doxa.inference.fit import derived_from_document, document_from_values
+from doxa.model import belief_model as bm
+from doxa.model.simulate import SimulationConfig, simulate_evidence
+from doxa.model.tree import SourceTree
+
+
+# ---------------------------------------------------------------------------- tree
+layer = st.sampled_from(["a", "b", "c", "person", "web"])
+paths = st.lists(st.lists(layer, min_size=1, max_size=4).map("/".join), min_size=1, max_size=12)
+
+
+@given(paths)
+@settings(max_examples=60, deadline=None)
+def test_tree_holds_every_prefix_with_its_parent(source_paths):
+    tree, leaf = SourceTree.from_paths(source_paths)
+    assert tree.paths[leaf].tolist() == source_paths
+    expected = {"/".join(p.split("/")[:i]) for p in source_paths for i in range(1, p.count("/") + 2)}
+    assert set(tree.paths.tolist()) == expected
+    for i, path in enumerate(tree.paths.tolist()):
+        assert tree.depth[i] == path.count("/") + 1
+        parent = tree.parent[i]
+        if tree.depth[i] == 1:
+            assert parent == -1
+        else:
+            assert parent < i  # parents come first
+            assert tree.paths[parent] == path.rsplit("/", 1)[0]
+    for d, level in enumerate(tree.levels(), start=1):
+        assert (tree.depth[level] == d).all()
+
+
+def test_tree_counts_messages_under_each_node_and_lists_ancestors():
+    tree, leaf = SourceTree.from_paths(["a/x/s1", "a/x/s2", "a/y/s3", "b/s4"])
+    rows = leaf[np.array([0, 0, 1, 2, 3, 3, 3])]
+    counts = dict(zip(tree.paths.tolist(), tree.subtree_counts(rows).tolist()))
+    assert counts == {"a": 4, "b": 3, "a/x": 3, "a/y": 1, "b/s4": 3, "a/x/s1": 2, "a/x/s2": 1, "a/y/s3": 1}
+    anc = tree.ancestors(tree.index_of(["a/x/s1", "b"]))
+    assert tree.paths[anc[0]].tolist() == ["a", "a/x", "a/x/s1"]
+    assert anc[1, 0] == tree.index_of(["b"])[0] and (anc[1, 1:] == -1).all()
+    with pytest.raises(KeyError, match="nowhere"):
+        tree.index_of(["nowhere"])
+
+
+# ---------------------------------------------------------------------------- filters
+@pytest.fixture(scope="module")
+def small_evidence():
+    evidence, _ = simulate_evidence(SimulationConfig(n_questions=150, length_skew=1.0, seed=5))
+    # two rejections: the filter and the scorer zero those options after their time
+    evidence.reject_q = np.array([0, 3])
+    evidence.reject_t = np.array([evidence.t.min(), evidence.t.max()])
+    evidence.reject_answer = np.array([1, 0])
+    return evidence
+
+
+def random_point(structure, confusion: bool, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    latents = bm.point_latents(structure, {"reader_log_temperature": [0.4], "rate_loc": -4.5,
+                                           "trust_logit": 1.0 + torch.randn(structure.n_nodes, generator=g,
+                                                                            dtype=torch.float64)},
+                               confusion=confusion)
+    for k in structure.pairs if confusion else ():
+        name = f"confusion_offset_{k}"
+        latents[name] = torch.randn(latents[name].shape, generator=g, dtype=torch.float64)
+    return bm.derive(structure, latents)
+
+
+def document_of(structure, derived):
+    return document_from_values(
+        structure, trust=derived.trust.numpy(), confusion={k: v.numpy() for k, v in derived.confusion.items()},
+        priors={k: v[:-1].numpy() for k, v in derived.prior_table.items()}, rate=derived.rate.numpy(),
+        temperature=(1 / derived.inv_temperature).numpy())
+
+
+@pytest.mark.parametrize("confusion", [False, True])
+def test_torch_filter_gives_the_scorers_beliefs(small_evidence, confusion):
+    structure = bm.ModelStructure.from_evidence(small_evidence)
+    derived = random_point(structure, confusion, seed=1)
+    document = document_of(structure, derived)
+    at = small_evidence.at + 45.0  # decay after the last event too
+    ours, _ = bm.filter_evidence(small_evidence, structure, derived, at=at)
+    theirs = scorer.score(small_evidence, document, at=at, calibrate=False)
+    np.testing.assert_allclose(scorer.apply_rejections(small_evidence, ours.belief), theirs.raw, atol=1e-6)
+    # and through the document, as training reads its own published parameters back
+    again, _ = bm.filter_evidence(small_evidence, structure, derived_from_document(structure, document), at=at)
+    np.testing.assert_allclose(again.belief, ours.belief, atol=1e-9)
+    _, log_marginal, _ = scorer.forward_filter(*scorer.question_priors(small_evidence, document),
+                                               *scorer.events(small_evidence,
+                                                              scorer.model_inputs(small_evidence, document).likelihood),
+                                               at)
+    np.testing.assert_allclose(ours.log_marginal, log_marginal, atol=1e-6)
+
+
+@pytest.mark.parametrize("confusion", [False, True])
+@pytest.mark.parametrize("merge", [False, True])
+def test_tree_product_equals_the_sequential_filter(small_evidence, confusion, merge, monkeypatch):
+    monkeypatch.setattr(bm, "SETTLEMENT_LEAK", 0.0)
+    structure = bm.ModelStructure.from_evidence(small_evidence)
+    derived = random_point(structure, confusion, seed=2)
+    result, _ = bm.filter_evidence(small_evidence, structure, derived)
+    stream = bm.EventStream.from_evidence(small_evidence, structure)
+    chains = bm.make_chains(stream, structure, dtype=torch.float64, merge=merge)
+    assert sum(c.n_slots for c in chains) <= 2 * len(stream)  # padding at most doubles the work
+    total = np.full(len(structure.question_k), np.nan)
+    for group in chains:
+        total[group.question.numpy()] = bm.chain_log_marginal(group, derived).detach().numpy()
+    has = ~np.isnan(total)
+    np.testing.assert_allclose(total[has], result.log_marginal[has], rtol=1e-9, atol=1e-9)
+    # a subsample laid out afresh gives the same per-question values
+    group = chains[-1]
+    pick = torch.as_tensor(np.random.default_rng(0).choice(group.n_questions, size=7, replace=False))
+    part = group.take(pick)
+    np.testing.assert_allclose(bm.chain_log_marginal(part, derived).detach().numpy(),
+                               result.log_marginal[part.question.numpy()], atol=1e-9)
+
+
+def test_tree_product_gradient_matches_finite_differences():
+    size_log2 = np.array([3, 2, 2, 1, 0, 0])
+    sizes = 1 << size_log2
+    offset = np.r_[0, np.cumsum(sizes)[:-1]]
+    g = torch.Generator().manual_seed(3)
+    a = torch.rand(3, 3, int(sizes.sum()), dtype=torch.float64, generator=g, requires_grad=True)
+    prior = torch.rand(3, len(sizes), dtype=torch.float64, generator=g)
+
+    def log_marginal(x):
+        products, scales = bm._TreeProduct.apply(x, size_log2, offset)
+        return (products * prior[None]).sum((0, 1)).log() + scales
+
+    assert torch.autograd.gradcheck(log_marginal, (a,))
+
+
+def test_point_latents_set_trust_exactly(small_evidence):
+    structure = bm.ModelStructure.from_evidence(small_evidence)
+    wanted = torch.linspace(-2, 3, structure.n_nodes, dtype=torch.float64)
+    derived = bm.derive(structure, bm.point_latents(structure, {"trust_logit": wanted}))
+    torch.testing.assert_close(derived.trust_logit, wanted)
+
+
+def test_stated_trust_is_the_prior_mean_of_its_leaf():
+    evidence, _ = simulate_evidence(SimulationConfig(n_questions=20, seed=1))
+    evidence.sources.trust = np.where(np.arange(len(evidence.sources.ids)) == 0, 0.95, np.nan)
+    structure = bm.ModelStructure.from_evidence(evidence)
+    derived = bm.derive(structure, bm.point_latents(structure))  # every offset at 0
+    leaf = structure.leaf_of_source[0]
+    assert float(derived.trust[leaf]) == pytest.approx(0.95)
+    others = np.setdiff1d(np.arange(structure.n_nodes), [leaf])
+    assert torch.allclose(derived.trust[others], derived.trust[others][0].expand(len(others)))
