@@ -18,7 +18,7 @@ import sys
 import time
 
 
-def one(readings: int, threads: int, seed: int) -> dict:
+def one(readings: int, threads: int, seed: int, events_per_step: int | None) -> dict:
     import resource
 
     import numpy as np
@@ -33,7 +33,8 @@ def one(readings: int, threads: int, seed: int) -> dict:
                               length_skew=1.0, sources_per_sublayer=max(6, readings // 20_000), seed=seed)
     evidence, _ = simulate_evidence(config)
     simulated = time.perf_counter() - started
-    fit = BeliefFit(progress=False, num_threads=threads, seed=seed).fit(evidence)
+    options = {} if events_per_step is None else {"events_per_step": events_per_step}
+    fit = BeliefFit(progress=False, num_threads=threads, seed=seed, **options).fit(evidence)
     fitted = time.perf_counter() - started - simulated
     document = fit.params_document()
     predictions = predict_settlements(evidence, fit.structure_, document)
@@ -62,15 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--events-per-step", type=int, default=None, help="default: BeliefFit's")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one is not None:
-        print(json.dumps(one(args.one, args.threads, args.seed)))
+        print(json.dumps(one(args.one, args.threads, args.seed, args.events_per_step)))
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
+        extra = [] if args.events_per_step is None else ["--events-per-step", str(args.events_per_step)]
         out = subprocess.run([sys.executable, __file__, "--one", str(size), "--threads", str(args.threads),
-                              "--seed", str(args.seed)], capture_output=True, text=True)
+                              "--seed", str(args.seed), *extra], capture_output=True, text=True)
         if out.returncode != 0:
             print(out.stderr, file=sys.stderr)
             return out.returncode

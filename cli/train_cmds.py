@@ -31,7 +31,7 @@ def train(
     folds: Optional[int] = typer.Option(
         None, "--folds", min=0,
         help="Held-out folds for the calibration predictions (0: in-sample; default 3, or 0 above 20,000 settlements)."),
-    events_per_step: int = typer.Option(200_000, "--events-per-step", min=1000,
+    events_per_step: int = typer.Option(50_000, "--events-per-step", min=1000,
                                         help="Subsample questions so one step sees about this many events."),
     posterior_dir: Optional[str] = typer.Option(None, "--posterior-dir",
                                                 help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),

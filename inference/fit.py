@@ -96,17 +96,26 @@ class BeliefFit:
     The model is the hidden-Markov story of DESIGN §2 (see :mod:`doxa.model.belief_model`):
     the answer of each question is marginalised exactly by the forward algorithm, so
     every latent is global and an unbiased ELBO can subsample questions (Hoffman et al.
-    2013, "Stochastic variational inference"). The guide is a mean-field normal in the
-    unconstrained space (Kucukelbir et al. 2017, ADVI), or a low-rank multivariate normal.
+    2013, "Stochastic variational inference"); a step sees about ``events_per_step``
+    events. The guide is a mean-field normal in the unconstrained space (Kucukelbir et
+    al. 2017, ADVI), or a low-rank multivariate normal (``guide="lowrank"``).
 
-    With ``confusion="auto"`` the one-number-trust fit is compared with the
-    confusion-matrix fit (Dawid & Skene 1979) warm-started from it; confusion is kept
-    when its ELBO is higher by more than ``confusion_margin`` nats plus three standard
-    errors of the difference.
+    Convergence: Adam at ``learning_rate`` until the mean loss over ``window`` steps has
+    not improved by more than ``rel_tol`` (relative) or two standard errors for
+    ``patience`` steps; then the rate drops by ``lr_drop`` and the same test runs again;
+    the second plateau ends the fit (``converged_``), ``max_steps`` caps it. A NaN or
+    infinite loss, gradient or parameter, or a loss climbing back far above its best,
+    raises :class:`FitDiverged`.
 
-    Fitted state: ``structure_``, ``guide_``, ``losses_`` (the loss −ELBO per step, both
-    forms concatenated when ``auto``), ``converged_``, ``steps_``, ``seconds_``,
-    ``confusion_`` (bool, the form kept), ``elbo_by_form_``, ``draws_`` (posterior
+    Biased sources (Dawid & Skene 1979): with ``confusion="auto"`` the one-number fit is
+    checked against what sources actually state (:func:`bias_statistic`); only when
+    that shows an excess (``z > bias_z``) is the confusion-matrix form fitted, warm-started,
+    and kept if its ELBO is higher by more than ``confusion_margin`` nats plus three
+    standard errors. ``"on"`` always fits and keeps it; ``"off"`` never fits it.
+
+    Fitted state: ``structure_``, ``guide_``, ``losses_`` (loss = −ELBO per step, both
+    forms concatenated when two were fitted), ``converged_``, ``steps_``, ``seconds_``,
+    ``confusion_`` (the form kept), ``elbo_by_form_``, ``bias_``, ``draws_`` (posterior
     draws of the derived parameters, numpy).
     """
 
@@ -121,7 +130,7 @@ class BeliefFit:
         patience: int = 100,
         rel_tol: float = 1e-4,
         lr_drop: float = 0.2,
-        events_per_step: int | None = 200_000,
+        events_per_step: int | None = 50_000,
         guide: str = "normal",
         n_draws: int = 300,
         confusion_margin: float = 5.0,
@@ -239,7 +248,7 @@ class BeliefFit:
 
     def _make_guide(self, structure, chains, confusion, warm_from):
         model = self._model(structure, chains, confusion)
-        with pyro.settings.context(module_local_params=True):
+        with _fast_pyro():
             if self.guide == "lowrank":
                 guide = AutoLowRankMultivariateNormal(model, init_loc_fn=init_to_mean, init_scale=0.05, rank=10)
             else:
@@ -252,9 +261,7 @@ class BeliefFit:
     def _run(self, structure, chains, confusion, guide, label: str) -> _Run:
         started = time.perf_counter()
         model = self._model(structure, chains, confusion)
-        with pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
-                                   validate_distributions_torch=False, validate_infer=False,
-                                   validate_poutine=False):
+        with _fast_pyro():
             loss_fn = TraceMeanField_ELBO()(model, guide)
             params = list(loss_fn.parameters())
             optim = torch.optim.Adam(params, lr=self.learning_rate)
@@ -309,8 +316,7 @@ class BeliefFit:
         model = self._model(structure, chains, confusion)
         del model
         out: dict[str, list] = {}
-        with torch.no_grad(), pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
-                                                    validate_distributions_torch=False):
+        with torch.no_grad(), _fast_pyro():
             for _ in range(self.n_draws):
                 latents = guide()
                 derived = bm.derive(structure, latents)
@@ -491,6 +497,13 @@ def derived_from_document(structure: bm.ModelStructure, doc: dict[str, Any], dty
     tau = torch.as_tensor([P.reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
     return bm.Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
                       confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)
+
+
+def _fast_pyro():
+    """Guide parameters local to their module (no global param store); argument checks off,
+    since a NaN is caught by the divergence checks and reported as :class:`FitDiverged`."""
+    return pyro.settings.context(module_local_params=True, validate_distributions_pyro=False,
+                                 validate_distributions_torch=False, validate_infer=False, validate_poutine=False)
 
 
 def _copy_shared(source_guide, target_guide) -> None:

@@ -218,7 +218,9 @@ def inference_data(fit: BeliefFit):
                          sample_stats={"elbo_trace_last": np.full((1, d["trust"].shape[0]), elbo[-1])},
                          attrs={"inference": "SVI (variational draws)", "steps": int(fit.steps_),
                                 "confusion": int(fit.confusion_), "guide": fit.guide})
-    idata.add_groups({"fit": {"elbo": elbo}})
+    import xarray as xr
+
+    idata.add_groups({"fit": xr.Dataset({"elbo": ("step", elbo)}, coords={"step": np.arange(len(elbo))})})
     return idata
 
 

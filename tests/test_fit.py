@@ -16,6 +16,7 @@ from doxa.model.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
 
 FAST = {"progress": False, "n_draws": 100}
+SMALL = {**FAST, "window": 20, "patience": 40}  # small problems: a shorter plateau test
 
 
 def logit(p):
@@ -107,9 +108,9 @@ def test_published_document_is_what_the_scorer_reads(world_fit):
 
 # ---------------------------------------------------------------------------- biased sources
 def test_biased_workers_get_confusion_matrices():
-    store, info = crowd_store(n_items=80, n_workers=10, n_biased=3, seed=2)
+    store, info = crowd_store(n_items=60, n_workers=10, n_biased=3, seed=2)
     evidence = store.load_evidence()
-    fit = BeliefFit(confusion="auto", **FAST).fit(evidence)
+    fit = BeliefFit(confusion="auto", **SMALL).fit(evidence)
     assert fit.bias_["z"] > 2
     assert fit.confusion_ and fit.elbo_by_form_["confusion"] > fit.elbo_by_form_["trust"]
     doc = fit.params_document()
@@ -123,14 +124,14 @@ def test_biased_workers_get_confusion_matrices():
 
 def test_confusion_off_keeps_one_number_of_trust():
     store, _ = crowd_store(n_items=40, n_workers=6, n_biased=2, seed=3)
-    fit = BeliefFit(confusion="off", **FAST).fit(store.load_evidence())
+    fit = BeliefFit(confusion="off", **SMALL).fit(store.load_evidence())
     assert not fit.confusion_ and fit.params_document()["confusion"] == {}
 
 
 # ---------------------------------------------------------------------------- mechanics
 def test_subsampled_fit_still_learns_who_to_trust():
     evidence, truth = simulate_evidence(SimulationConfig(n_questions=600, seed=4, settled_fraction=0.8))
-    fit = BeliefFit(confusion="off", events_per_step=2000, max_steps=600, **FAST).fit(evidence)
+    fit = BeliefFit(confusion="off", events_per_step=2000, max_steps=600, **SMALL).fit(evidence)
     assert fit.diagnostics()["subsampled"]
     doc = fit.params_document()
     leaves = [p for p in truth.trust if p.count("/") == 2]

@@ -1,0 +1,213 @@
+"""Output calibration: metrics, maps, time-ordered held-out predictions, and the nightly job
+that publishes them (plus the `train` / `calibration` commands)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from doxa.inference import calibrate as C
+from doxa.inference import scorer
+from doxa.model.simulate import SimulationConfig, simulate_evidence
+from training_data import crowd_store
+
+QUICK_FIT = {"progress": False, "n_draws": 40, "window": 20, "patience": 40, "max_steps": 250}
+
+
+def draws_from(probs: np.ndarray, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.random((len(probs), 1)) > probs.cumsum(1)).sum(1).clip(max=probs.shape[1] - 1)
+
+
+def honest_predictions(n: int, k: int = 3, seed: int = 0):
+    """Beliefs and answers drawn from those very beliefs: calibrated by construction."""
+    rng = np.random.default_rng(seed)
+    probs = rng.dirichlet(np.full(k, 0.6), size=n)
+    return probs, draws_from(probs, seed + 1)
+
+
+def sharpen(probs: np.ndarray, temperature: float) -> np.ndarray:
+    out = probs ** (1 / temperature)
+    return out / out.sum(1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------- metrics
+def test_metrics_follow_their_definitions():
+    probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5]])
+    answer = np.array([0, 1, 1, 0])
+    m = C.metrics(probs, answer)
+    assert m["accuracy"] == pytest.approx(np.mean([1, 0, 1, 1]))
+    assert m["log_loss"] == pytest.approx(-np.mean(np.log([0.9, 0.4, 0.8, 0.5])))
+    assert m["brier"] == pytest.approx(np.mean([2 * 0.1 ** 2, 2 * 0.6 ** 2, 2 * 0.2 ** 2, 2 * 0.5 ** 2]))
+    table = C.reliability_table(probs, answer, n_bins=2)
+    assert [r["n"] for r in table] == [2, 2]
+    expected_ece = (2 * abs(np.mean([0.5, 0.6]) - 0.5) + 2 * abs(np.mean([0.8, 0.9]) - 1.0)) / 4
+    assert C.expected_calibration_error(probs, answer, n_bins=2) == pytest.approx(expected_ece)
+
+
+def test_ece_is_small_for_honest_beliefs_and_large_for_overconfident_ones():
+    probs, answer = honest_predictions(6000)
+    assert C.expected_calibration_error(probs, answer) < 0.03
+    assert C.expected_calibration_error(sharpen(probs, 0.4), answer) > 0.08
+
+
+# ---------------------------------------------------------------------------- maps
+@pytest.mark.parametrize("distortion", [0.5, 2.0])
+def test_temperature_undoes_a_known_distortion(distortion):
+    probs, answer = honest_predictions(4000, seed=3)
+    fitted = C.fit_temperature(sharpen(probs, distortion), answer)
+    assert fitted["temperature"] == pytest.approx(1 / distortion, rel=0.15)
+
+
+def test_floor_catches_confident_misses_without_flattening_everything():
+    rng = np.random.default_rng(4)
+    probs = np.tile([[0.999, 0.001]], (400, 1))
+    answer = (rng.random(400) < 0.1).astype(int)  # right 90% of the time
+    fitted = C.fit_temperature(probs, answer, floor=True)
+    after = C.apply_calibration(fitted, probs)
+    assert after[0, 0] == pytest.approx(0.9, abs=0.04)
+    assert C.log_loss(after, answer) < 0.5 * C.log_loss(probs, answer)
+
+
+def test_isotonic_map_is_monotone_and_helps_miscalibrated_beliefs():
+    probs, answer = honest_predictions(3000, k=2, seed=5)
+    skewed = sharpen(probs, 0.5)
+    x, y = C.fit_isotonic(skewed, answer)
+    assert np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0) and 0 < min(y) and max(y) < 1
+    mapped = C.apply_calibration({"method": "isotonic", "x": x, "y": y}, skewed)
+    assert C.log_loss(mapped, answer) < C.log_loss(skewed, answer)
+
+
+def test_output_calibration_reports_cross_validated_after_figures():
+    probs, answer = honest_predictions(800, seed=6)
+    cal = C.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.5), answer, groups=np.arange(800) // 2)
+    report = cal.report()
+    assert report["after_is"] == "cross-validated" and report["n"] == 800
+    assert report["after"]["log_loss"] < report["before"]["log_loss"]
+    assert report["after"]["ece"] < report["before"]["ece"]
+    assert cal.map_["method"] in ("temperature", "isotonic")
+    assert len(report["reliability_before"]) == C.N_BINS
+    tiny = C.OutputCalibration().fit(probs[:5], answer[:5])
+    assert tiny.map_ == {"method": "none"}  # five settlements say nothing
+
+
+def test_reliability_diagram_is_written(tmp_path):
+    probs, answer = honest_predictions(300, seed=7)
+    report = C.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.6), answer).report()
+    path = C.plot_reliability(report, str(tmp_path / "reliability.png"))
+    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "| before |" in C.markdown_table(report) and "| 1 |" in C.reliability_markdown(report)
+
+
+# ---------------------------------------------------------------------------- time order
+def test_prediction_for_a_settlement_ignores_later_evidence():
+    from doxa.inference.params import default_params
+    from doxa.inference.train import predict_settlements
+    from doxa.model import belief_model as bm
+
+    evidence, _ = simulate_evidence(SimulationConfig(n_questions=60, seed=8))
+    structure = bm.ModelStructure.from_evidence(evidence)
+    document = default_params()
+    before = predict_settlements(evidence, structure, document)
+    # drop every reading after the last settlement of its question: predictions must not move
+    last = np.full(len(structure.question_k), -np.inf)
+    np.maximum.at(last, evidence.settle_q, evidence.settle_t)
+    keep = evidence.t <= last[evidence.q]
+    for name in ("q", "t", "source_index", "reader_index", "probs", "unclear", "unrelated", "one_off"):
+        setattr(evidence, name, getattr(evidence, name)[keep])
+    after = predict_settlements(evidence, structure, document)
+    np.testing.assert_allclose(after.probs, before.probs)
+    # and it is the scorer's belief at that moment, from the evidence up to then
+    q, t = int(before.question[0]), float(before.t[0])
+    upto = evidence.t <= t
+    for name in ("q", "t", "source_index", "reader_index", "probs", "unclear", "unrelated", "one_off"):
+        setattr(evidence, name, getattr(evidence, name)[upto])
+    earlier = evidence.settle_t < t
+    for name in ("settle_q", "settle_t", "settle_answer", "settle_how"):
+        setattr(evidence, name, getattr(evidence, name)[earlier])
+    expected = scorer.score(evidence, document, at=t, calibrate=False).raw[q]
+    np.testing.assert_allclose(before.probs[0], expected, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------- the nightly job
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from doxa.inference.train import train
+
+    folder = tmp_path_factory.mktemp("train")
+    db = str(folder / "crowd.duckdb")
+    store, info = crowd_store(db, n_items=40, n_workers=6, gold_share=0.5, seed=9)
+    first = train(store, fit_options={**QUICK_FIT, "confusion": "off"}, folds=2, progress=False)
+    second = train(store, fit_options={**QUICK_FIT, "confusion": "off", "seed": 1}, folds=0, progress=False)
+    return store, db, first, second
+
+
+def test_train_publishes_a_version_the_scorer_reads(trained):
+    store, db, first, second = trained
+    assert (first.version, second.version) == (1, 2)
+    version, body = store.latest_params()
+    assert version == 2 and body["calibration"] == second.document["calibration"]
+    report = body["diagnostics"]["calibration"]
+    assert first.document["diagnostics"]["calibration"]["out_of_sample"] is True
+    assert report["out_of_sample"] is False and report["n"] == 20
+    beliefs = scorer.score(store.load_evidence(), body)
+    assert np.allclose(beliefs.probs.sum(1), 1.0)
+    assert second.moved and {m["what"] for m in second.moved} <= {"trust", "half_life_days", "reader_temperature"}
+    assert second.moved[0]["size"] >= second.moved[-1]["size"]
+
+
+def test_posterior_draws_are_exported_per_version(trained):
+    import arviz as az
+
+    _, db, first, second = trained
+    assert first.posterior_path.endswith("crowd.duckdb.posterior/v1.nc")
+    idata = az.from_netcdf(second.posterior_path)
+    trust = idata.posterior["trust"]
+    assert trust.sizes["chain"] == 1 and trust.sizes["draw"] == QUICK_FIT["n_draws"]
+    assert "crowd/birds/w0" in trust.coords["node"].values.tolist()
+    assert "elbo" in idata.fit
+
+
+def test_diverged_fit_publishes_nothing(monkeypatch):
+    import torch
+
+    from doxa.inference.fit import FitDiverged
+    from doxa.inference.train import train
+    from doxa.model import belief_model as bm
+
+    store, _ = crowd_store(n_items=20, n_workers=4, seed=10)
+    monkeypatch.setattr(bm, "chain_log_marginal", lambda chains, derived: torch.full((chains.n_questions,), torch.nan))
+    with pytest.raises(FitDiverged):
+        train(store, fit_options=QUICK_FIT, progress=False)
+    assert store.latest_params() == (None, None)
+
+
+def test_commands_train_and_calibration(tmp_path):
+    from typer.testing import CliRunner
+
+    from doxa.cli.main import app
+
+    db = str(tmp_path / "cli.duckdb")
+    store, _ = crowd_store(db, n_items=30, n_workers=5, gold_share=0.7, seed=11)
+    store.close()
+    runner = CliRunner()
+    out = runner.invoke(app, ["train", "--db", db, "--json", "--folds", "0", "--confusion", "off",
+                              "--max-steps", "150"])
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    assert summary["version"] == 1 and summary["n_settlements"] == 21
+    png = str(tmp_path / "rel.png")
+    out = runner.invoke(app, ["calibration", "--db", db, "--json", "--plot", png])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert report["version"] == 1 and report["n"] == 21 and open(png, "rb").read(4) == b"\x89PNG"
+    out = runner.invoke(app, ["calibration", "--db", db])
+    assert "| before |" in out.stdout
+    from doxa.data.store import Store
+
+    empty = str(tmp_path / "empty.duckdb")
+    Store.open(empty).close()
+    out = runner.invoke(app, ["calibration", "--db", empty])
+    assert out.exit_code == 1 and "doxa train" in out.output
