@@ -78,6 +78,22 @@ def _scope(question_ids: list[str] | None, active_ids: np.ndarray, column: str) 
 
 
 def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool) -> Evidence:
+    # A few questions: DuckDB's thread start-up costs more than the work (−40% wall measured).
+    small = question_ids is not None and len(question_ids) <= SMALL_SCOPE
+    if small:
+        store.con.execute("SET threads = 1")
+    try:
+        return _load(store, at, question_ids, with_messages=with_messages)
+    finally:
+        if small:
+            store.con.execute("RESET threads")
+
+
+#: Up to this many questions are loaded on one DuckDB thread.
+SMALL_SCOPE = 2000
+
+
+def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool) -> Evidence:
     questions = store.question_table(question_ids)
     ids = questions.ids  # sorted as DuckDB sorts them: question index = position here
     k_max = questions.k_max
