@@ -71,6 +71,18 @@ def scores(probs: np.ndarray, truth: np.ndarray) -> dict[str, float]:
             "ece": expected_calibration_error(probs, truth)}
 
 
+def ece_noise_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float:
+    """Mean ECE of a perfectly calibrated predictor with these very beliefs (answers drawn from
+    them): on a few dozen items, binning noise alone gives this much."""
+    from doxa.inference.calibrate import expected_calibration_error
+
+    rng = np.random.default_rng(seed)
+    cum = probs.cumsum(1)
+    values = [expected_calibration_error(probs, (rng.random((len(probs), 1)) > cum).sum(1).clip(max=probs.shape[1] - 1))
+              for _ in range(draws)]
+    return float(np.mean(values))
+
+
 def baselines(triples, options, items, truth) -> dict[str, dict[str, float]]:
     import pandas as pd
     from crowdkit.aggregation import DawidSkene
@@ -106,11 +118,12 @@ def run_one(name: str, seed: int, fit_options: dict) -> dict:
     index = evidence.questions.index()
     rows = np.asarray([index[f"{name}.{i}"] for i in hidden])
     truth = np.asarray([options.index(gold[i]) for i in hidden])
-    out = {"doxa": scores(calibrated[rows][:, : len(options)], truth),
+    held = calibrated[rows][:, : len(options)]
+    out = {"doxa": scores(held, truth),
            "doxa (no map)": scores(beliefs.raw[rows][:, : len(options)], truth)}
     out.update(baselines(triples, options, hidden, truth))
     diag = result.document["diagnostics"]
-    out["_info"] = {"seconds": seconds, "steps": diag["steps"], "confusion": diag["confusion"],
+    out["_info"] = {"ece_floor": ece_noise_floor(held / held.sum(1, keepdims=True)), "seconds": seconds, "steps": diag["steps"], "confusion": diag["confusion"],
                     "calibration": result.document["calibration"]["method"], "bias_z": (diag.get("bias_check") or {}).get("z")}
     return out
 
@@ -152,7 +165,11 @@ def markdown(results: dict[str, list[dict]], n_seeds: int) -> str:
                              else f"{np.nanmean(vals):.3f} (∞ in {int((~np.isfinite(vals)).sum())})")
             lines.append(f"| {name} | {method} | " + " | ".join(cells) + " |")
     seconds = [r["_info"]["seconds"] for runs in results.values() for r in runs]
-    lines += ["", f"`doxa train` per run: {np.mean(seconds):.0f} s mean (fit, 3 held-out refits, calibration)."]
+    floors = ", ".join(f"{name} {np.mean([r['_info']['ece_floor'] for r in runs]):.3f}"
+                       for name, runs in results.items())
+    lines += ["", f"ECE a perfectly calibrated predictor with doxa's confidences would show, from binning noise "
+                  f"alone (answers drawn from the beliefs): {floors}.",
+              f"`doxa train` per run: {np.mean(seconds):.0f} s mean (fit, 3 held-out refits, calibration)."]
     return "\n".join(lines)
 
 

@@ -74,7 +74,7 @@ def _print_train(summary: dict, result) -> None:
               f"{summary['steps']} steps in {summary['fit_seconds']:.1f} s"
               + ("" if summary["converged"] else " [yellow](hit the step cap: not converged)[/]")
               + (" · confusion matrices on" if summary["confusion"] else ""))
-    report = result.calibration.report()
+    report = result.document["diagnostics"]["calibration"]
     con.print(f"calibration map: {report['method']} (fitted on {report['n']} settlements, "
               f"{'held-out' if report.get('out_of_sample', True) else 'in-sample'} predictions)")
     con.print(markdown_table(report))

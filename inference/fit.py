@@ -520,4 +520,5 @@ def _progress(total: int, desc: str, enabled: bool):
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    # disable=None: only on a terminal (a cron log gets no carriage-return spam)
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, mininterval=0.5, disable=None)

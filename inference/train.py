@@ -123,8 +123,10 @@ def settlement_predictions(fit: BeliefFit, evidence: Evidence, *, folds: int | N
     parts = []
     for f in range(folds):
         held_out = fold_of_settlement == f
+        # warm from the full fit: it starts near its answer, so smaller steps from the start
         refit = BeliefFit(**{**fit.get_params(), "progress": progress, "min_steps": 2 * fit.window,
-                             "max_steps": max(4 * fit.window, fit.steps_ // 2), "seed": seed + 1 + f})
+                             "max_steps": max(4 * fit.window, fit.steps_ // 2), "seed": seed + 1 + f,
+                             "learning_rate": fit.learning_rate * fit.lr_drop})
         refit.fit(evidence, settlement_mask=~held_out, init_from=fit)
         parts.append(predict_settlements(evidence, structure, refit.params_document(),
                                          rows=np.flatnonzero(held_out)))

@@ -15,10 +15,11 @@ One small hidden-Markov network per question ``q`` (``K`` options, kind ``k``):
   exactly ``P(message states c | z=j)``, i.e. the Dawid–Skene emission (Dawid & Skene 1979);
 - a settlement observes ``z`` at its time (``L`` = one-hot).
 
-Priors (all non-centred)::
+Priors::
 
     logit α_root ~ Normal(logit 0.7, 1.5)          σ_d ~ HalfNormal(1)   (one per depth d)
-    logit α_node = logit α_parent + σ_depth ε_node,   ε ~ Normal(0, 1)
+    logit α_node ~ Normal(logit α_parent, σ_depth)  (non-centred where few readings fall under
+                                                     the node, centred where many: trust_logits)
     (a user-stated trust on a source replaces logit α_parent for its leaf)
     π_k ~ Dirichlet(1)                              log λ_k = μ + s η_k,  μ ~ N(log(ln2/365), 2), s ~ HalfNormal(1)
     log τ_reader ~ Normal(0, 0.5)
@@ -26,13 +27,13 @@ Priors (all non-centred)::
 
 The marginal likelihood of a question is ``1ᵀ A_N ⋯ A_1 π`` with ``A_n = diag(L_n) M_n``
 (``M_n`` the change matrix over the gap before event ``n``). :func:`chain_log_marginal`
-evaluates that product as a balanced binary tree (Särkkä & García-Fernández 2021,
-"Temporal parallelization of Bayesian smoothers"): questions are grouped by option
-count and by event count rounded up to a power of two, so padding at most doubles the
-work, the sequential depth is ``log2`` of the longest question, and the cost of one
-SVI step is linear in the number of readings. :func:`forward_filter` is the plain
-sequential filter (rank by rank, like the numpy scorer) used for beliefs and
-predictions.
+evaluates that product as a balanced binary tree (the associative-scan view of
+filtering, Särkkä & García-Fernández 2021, "Temporal parallelization of Bayesian
+smoothers"): each question's events are padded to a power of two and questions are
+laid out longest first (:class:`Chains`), so padding at most doubles the work, the
+sequential depth is ``log2`` of the longest question, and the cost of one SVI step is
+linear in the number of readings. :func:`forward_filter` is the plain sequential
+filter (rank by rank, like the numpy scorer) used for beliefs and predictions.
 """
 
 from __future__ import annotations
@@ -345,6 +346,15 @@ class Chains:
     @property
     def has_pairs(self) -> bool:
         return bool((self.pair >= 0).any())
+
+    @property
+    def soft_and_settled(self) -> bool:
+        """Some reading is not certain (so τ matters) and some question is settled."""
+        if getattr(self, "_soft_and_settled", None) is None:
+            settled = bool((~self.is_reading & (self.fixed_like_t.amax(0) < 1.0)).any())
+            certain = (self.logr_t >= 0).any(0) | ~self.is_reading  # one option at log 1 = 0
+            self._soft_and_settled = settled and not bool(certain.all())
+        return self._soft_and_settled
 
     @property
     def n_questions(self) -> int:
@@ -690,7 +700,7 @@ def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tens
     return mix[..., None] / k + weight[..., None] * bracket
 
 
-def chains_likelihood(chains: Chains, derived: Derived) -> torch.Tensor:
+def chains_likelihood(chains: Chains, derived: Derived, readings_only: bool = False) -> torch.Tensor:
     """(K, L) likelihood of every slot, options first: readings under ``derived``, fixed rows for the rest.
 
     Options-first (batch-last) layout: the K×K products of :func:`chain_log_marginal`
@@ -712,13 +722,17 @@ def chains_likelihood(chains: Chains, derived: Derived) -> torch.Tensor:
         by_matrix = (conf * r_t.T[:, None, :]).sum(-1).T  # Σ_c C[j, c] r̃_c
         bracket = torch.where(with_pair, by_matrix, bracket)
     like = (chains.mix / kq + chains.weight * bracket) * chains.valid_t
-    return torch.where(chains.is_reading, like, chains.fixed_like_t)
+    # without settlements, their slots are plain decay steps (L = 1)
+    return torch.where(chains.is_reading, like, torch.ones_like(like) if readings_only else chains.fixed_like_t)
 
 
-def chain_log_marginal(chains: Chains, derived: Derived) -> torch.Tensor:
-    """log P(all events of each question), (B,) in layout order, by a binary tree of K×K products."""
+def chain_log_marginal(chains: Chains, derived: Derived, readings_only: bool = False) -> torch.Tensor:
+    """log P(all events of each question), (B,) in layout order, by a binary tree of K×K products.
+
+    ``readings_only``: log P(readings), the settlements left out.
+    """
     k = chains.k
-    like = chains_likelihood(chains, derived)  # (K, L)
+    like = chains_likelihood(chains, derived, readings_only)  # (K, L)
     prior = group_prior_table(derived, chains.ks, k, like.dtype)[chains.prior_row].T  # (K, B)
     slot_prior = prior[:, chains.slot_question]  # (K, L)
     rate = derived.rate[chains.kind][chains.slot_question]
@@ -805,7 +819,28 @@ def belief_model(structure: ModelStructure, chains: list[Chains], confusion: boo
     for group in chains:
         with pyro.plate(group.name, group.n_questions, subsample_size=group.subsample) as idx:
             part = group if group.subsample is None else group.take(idx)
-            pyro.factor(f"evidence_{group.name}", chain_log_marginal(part, derived))
+            log_marginal = chain_log_marginal(part, derived)
+            if part.soft_and_settled:
+                log_marginal = log_marginal + _temperature_from_settlements(part, derived)
+            pyro.factor(f"evidence_{group.name}", log_marginal)
+
+
+def _temperature_from_settlements(chains: Chains, derived: Derived) -> torch.Tensor:
+    """Zero in value; moves the reader temperature by log P(settlements | readings) alone.
+
+    The normaliser of a soft reading, ``Σ_j b_j Σ_c r̃_c C[j, c]``, is linear in ``r̃`` and so
+    rewards sharpening it whatever the truth (an improper score): fitted through it, a
+    reader's temperature comes out too low. Taking τ's gradient from
+    ``log P(all) - log P(readings)`` instead scores the reader on how well its tempered
+    readings predict the settled facts, a proper log score. Every other parameter keeps
+    the gradient of the full marginal likelihood.
+    """
+    frozen = Derived(trust_logit=derived.trust_logit.detach(),
+                     confusion={k: v.detach() for k, v in derived.confusion.items()},
+                     prior_table={k: v.detach() for k, v in derived.prior_table.items()},
+                     rate=derived.rate.detach(), inv_temperature=derived.inv_temperature)
+    readings = chain_log_marginal(chains, frozen, readings_only=True)
+    return readings.detach() - readings
 
 
 # =============================================================================== filtering

@@ -178,7 +178,7 @@ def test_diverged_fit_publishes_nothing(monkeypatch):
     from doxa.model import belief_model as bm
 
     store, _ = crowd_store(n_items=20, n_workers=4, seed=10)
-    monkeypatch.setattr(bm, "chain_log_marginal", lambda chains, derived: torch.full((chains.n_questions,), torch.nan))
+    monkeypatch.setattr(bm, "chain_log_marginal", lambda chains, derived, readings_only=False: torch.full((chains.n_questions,), torch.nan))
     with pytest.raises(FitDiverged):
         train(store, fit_options=QUICK_FIT, progress=False)
     assert store.latest_params() == (None, None)

@@ -55,20 +55,29 @@ def test_trust_of_well_observed_nodes_is_recovered(world_fit):
 
 @pytest.mark.slow
 def test_change_rates_and_reader_temperature_are_recovered(world_fit):
-    world, _, fit, doc = world_fit
+    world, evidence, fit, doc = world_fit
     truth = world.truth
-    changes: dict[str, int] = {}
-    for qid, info in truth.questions.items():
-        changes[info["kind"]] = changes.get(info["kind"], 0) + len(truth.timeline(qid)) - 1
-    checked = 0
-    for kind, n in changes.items():
-        if n >= 50:
-            ratio = doc["kinds"][kind]["half_life_days"] / (math.log(2) / truth.change_rate[kind])
-            assert 1 / 1.5 <= ratio <= 1.5, (kind, n, ratio)
-            checked += 1
-    assert checked >= 2
+    kinds = evidence.questions.kinds
+    within, thin = [], []
+    for kind, lam in truth.change_rate.items():
+        changes = sum(len(truth.timeline(q)) - 1 for q, info in truth.questions.items() if info["kind"] == kind)
+        if changes < 50:
+            continue
+        ratio = doc["kinds"][kind]["half_life_days"] / (math.log(2) / lam)
+        questions = np.flatnonzero(kinds == kind)
+        observations = np.isin(evidence.q, questions).sum() + np.isin(evidence.settle_q, questions).sum()
+        lo, hi = doc["kinds"][kind]["change_rate_interval"]
+        if 1 / 1.5 <= ratio <= 1.5:
+            within.append(kind)
+        else:
+            # a kind observed less than twice per change cannot be pinned to ×1.5; its
+            # interval must still hold the truth
+            assert observations < 2 * changes and lo <= lam <= hi, (kind, changes, observations, ratio)
+            thin.append(kind)
+    assert len(within) >= 3 and len(thin) <= 1
     for reader, tau in truth.reader_temperature.items():
         assert doc["readers"][reader]["temperature"] == pytest.approx(tau, rel=0.2)
+        assert doc["readers"][reader]["lo"] <= tau <= doc["readers"][reader]["hi"]
     assert not fit.confusion_  # an unbiased world does not need confusion matrices
     assert fit.bias_["z"] < 2
 
@@ -144,9 +153,9 @@ def test_nan_likelihood_raises_fit_diverged(monkeypatch):
     calls = {"n": 0}
     original = bm.chain_log_marginal
 
-    def poisoned(chains, derived):
+    def poisoned(chains, derived, readings_only=False):
         calls["n"] += 1
-        out = original(chains, derived)
+        out = original(chains, derived, readings_only)
         return out * torch.nan if calls["n"] > 20 else out
 
     monkeypatch.setattr(bm, "chain_log_marginal", poisoned)
