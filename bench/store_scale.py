@@ -225,43 +225,42 @@ def small_batch(db: str, n_questions: int, n_sources: int, size: int, seed: int)
     return lines
 
 
-def bench_beliefs(db: str, repeats: int) -> dict[str, float]:
+def bench_beliefs(db: str, repeats: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each step; CPU time (all threads) is what a busy machine distorts least."""
     from doxa.data.store import Store, to_days
     from doxa.inference import scorer
     from doxa.inference.memory import Memory
 
-    out: dict[str, list[float]] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
 
-    def note(name, seconds):
-        out.setdefault(name, []).append(seconds)
+    def timed(name, fn, *args, **kwargs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = fn(*args, **kwargs)
+        out.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu))
+        return result
 
     with Memory(Store.open(db)) as mem:
         for _ in range(repeats):
-            start = time.perf_counter()
-            found = mem.beliefs(at=AT)
-            note("beliefs() total, with read log", time.perf_counter() - start)
+            found = timed("beliefs() total, with read log", mem.beliefs, at=AT)
         n_beliefs = len(found)
+        timed("  then all 100k Belief objects (list(found))", list, found)
         mem.log_reads = False
         for _ in range(repeats):
-            start = time.perf_counter()
-            mem.beliefs(at=AT)
-            note("beliefs() total, no read log", time.perf_counter() - start)
+            timed("beliefs() total, no read log", mem.beliefs, at=AT)
         for _ in range(repeats):
-            clock = Clock()
-            evidence = clock.time("  load evidence (SQL → arrays)", mem.store.load_evidence, AT)
-            params = clock.time("  params", mem.params)
-            inputs = clock.time("  model inputs (likelihoods)", scorer.model_inputs, evidence, params)
-            beliefs = clock.time("  forward filter", scorer.score, evidence, params, to_days(AT), inputs=inputs)
-            found = clock.time("  Belief objects", mem._beliefs_from, AT, beliefs, mem.act_at)
+            evidence = timed("  load evidence (SQL → arrays)", mem.store.load_evidence, AT)
+            params = timed("  params", mem.params)
+            inputs = timed("  model inputs (likelihoods)", scorer.model_inputs, evidence, params)
+            beliefs = timed("  forward filter", scorer.score, evidence, params, to_days(AT), inputs=inputs)
+            found = timed("  result (BeliefList)", mem._beliefs_from, AT, beliefs, mem.act_at)
             mem.log_reads = True
-            clock.time("  log reads", mem._log, AT, found)
+            timed("  log reads", mem._log, AT, found)
             mem.log_reads = False
-            clock.time("pure scorer over loaded evidence", scorer.score, evidence, params, to_days(AT))
-            for name, seconds in clock.marks.items():
-                note(name, seconds)
+            timed("pure scorer over loaded evidence", scorer.score, evidence, params, to_days(AT))
         evidence_rows = evidence.n_readings
         longest = int(np.bincount(evidence.q).max()) if evidence.n_readings else 0
-    summary = {name: statistics.median(values) for name, values in out.items()}
+    summary = {name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+               for name, values in out.items()}
     summary["_beliefs"] = n_beliefs
     summary["_evidence_rows"] = evidence_rows
     summary["_longest_question"] = longest
@@ -394,12 +393,14 @@ def main() -> None:
           f"({len(batch) / first:,.0f} records/s); the same batch again {second:.2f} s (added {again or 'nothing'})")
     assert added.get("readings") == len(batch) // 2 and not again
 
-    print(f"\nall beliefs at {AT:%Y-%m-%d}, in-process, median of {args.repeats}:")
+    print(f"\nall beliefs at {AT:%Y-%m-%d}, in-process, median of {args.repeats} (load average now "
+          f"{os.getloadavg()[0]:.1f}):")
     summary = bench_beliefs(db, args.repeats)
     print(f"  {summary.pop('_beliefs'):,} beliefs over {summary.pop('_evidence_rows'):,} counted readings "
           f"(longest question: {summary.pop('_longest_question')} events)")
-    for name, seconds in summary.items():
-        print(f"  {name:<42} {seconds:7.3f} s")
+    print(f"  {'':<46} {'wall':>8} {'CPU':>8}")
+    for name, (wall, cpu) in summary.items():
+        print(f"  {name:<46} {wall:7.3f} s {cpu:7.3f} s")
 
     question = "q0000042" if args.questions > 42 else "q0000000"
     cold = bench_cold_start(db, question, args.runs)

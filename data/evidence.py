@@ -24,7 +24,11 @@ EPOCH_DAYS_SQL = "epoch({col}) / 86400.0"
 
 @dataclass
 class QuestionTable:
-    """Active questions, indexed 0..Q-1 in id order."""
+    """Active questions, indexed 0..Q-1 in id order.
+
+    Questions with the same kind and options share one ``options`` list object: read it,
+    do not change it in place.
+    """
 
     ids: np.ndarray  # (Q,) object: question id
     subjects: np.ndarray  # (Q,) object: subject id or None
@@ -34,6 +38,18 @@ class QuestionTable:
     options: list[list[str]]  # per question, in stored order
     n_options: np.ndarray  # (Q,) int64
     options_key: np.ndarray  # (Q,) object: kind + options joined; equal keys share priors
+    option_group: np.ndarray | None = None  # (Q,) int64: equal numbers, equal options_key (computed if None)
+
+    def option_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """(a representative question of each distinct options_key, each question's group number)."""
+        if self.option_group is None:
+            _, self.option_group = np.unique(self.options_key.astype(str), return_inverse=True)
+            self.option_group = self.option_group.reshape(-1)
+        group = self.option_group
+        n_groups = int(group.max()) + 1 if len(group) else 0
+        first = np.full(n_groups, len(group), dtype=np.int64)
+        np.minimum.at(first, group, np.arange(len(group)))
+        return first, group
 
     @property
     def k_max(self) -> int:

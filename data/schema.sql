@@ -109,17 +109,24 @@ CREATE TABLE IF NOT EXISTS params (
     body       VARCHAR NOT NULL
 );
 
-CREATE SEQUENCE IF NOT EXISTS reads_seq;
+-- The read log: append-only, no key, so logging 100,000 reads at once stays cheap.
+-- probs has one entry per option, in the order of questions.options (never changed);
+-- the view read_answers gives them as JSON {option: probability}.
 CREATE TABLE IF NOT EXISTS reads (
-    id             BIGINT PRIMARY KEY DEFAULT nextval('reads_seq'),
     question       VARCHAR NOT NULL,
     asked_at       TIMESTAMP NOT NULL,     -- the --at time of the belief
     read_at        TIMESTAMP NOT NULL,     -- wall-clock time of the read
-    answers        VARCHAR NOT NULL,       -- JSON {option: probability}
+    probs          DOUBLE[] NOT NULL,
     top            VARCHAR NOT NULL,
     p_top          DOUBLE NOT NULL,
     params_version INTEGER
 );
+
+CREATE VIEW IF NOT EXISTS read_answers AS
+    SELECT r.question, r.asked_at, r.read_at,
+           to_json(map_from_entries(list_zip(q.options, r.probs)))::VARCHAR AS answers,
+           r.top, r.p_top, r.params_version
+    FROM reads r JOIN questions q ON q.id = r.question;
 
 -- Organizer operations (merge, split, create): recorded so they can be undone and replayed.
 CREATE TABLE IF NOT EXISTS organizer_ops (

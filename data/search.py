@@ -34,9 +34,11 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
+    from .evidence import Evidence
     from .store import Store
 
 K1 = 1.2
@@ -247,16 +249,24 @@ def is_variant(term: str, query_term: str) -> bool:
     return (len(query_term) >= m and term.startswith(query_term)) or (len(term) >= m and query_term.startswith(term))
 
 
-def bm25(query_terms: list[str], documents: list[list[str]]) -> tuple[list[float], list[list[str]]]:
-    """BM25 of each tokenised document for ``query_terms``, with word variants; also the terms that matched.
+def _saturate(tf: float) -> float:
+    """BM25's term-frequency saturation of an already length-normalised ``tf``: 0 → 0, 1 → 1, ∞ → k1 + 1."""
+    return tf * (K1 + 1) / (tf + K1)
 
-    The documents given are the corpus (``N``, ``df`` and the average length come from them).
+
+def _normalised_tfs(
+    query_terms: list[str], documents: list[list[str]], lengths: list[int] | None = None
+) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, set[str]]]]:
+    """Per distinct query term: each matching document's ``tf / (1 - b + b |d| / avgdl)``, and the terms that matched.
+
+    ``tf`` counts word variants at :data:`VARIANT_WEIGHT`; the documents given are the corpus.
+    ``lengths``: the documents' lengths, when ``documents`` hold only some of their terms.
     """
+    tfs: dict[str, dict[int, float]] = {}
+    matched: dict[str, dict[int, set[str]]] = {}
     n_docs = len(documents)
-    scores = [0.0] * n_docs
-    matched: list[set[str]] = [set() for _ in documents]
     if not n_docs or not query_terms:
-        return scores, [[] for _ in documents]
+        return tfs, matched
     postings: dict[str, list[tuple[int, int]]] = {}
     for i, doc in enumerate(documents):
         counts: dict[str, int] = {}
@@ -267,23 +277,42 @@ def bm25(query_terms: list[str], documents: list[list[str]]) -> tuple[list[float
     by_prefix: dict[str, list[str]] = {}
     for t in postings:
         by_prefix.setdefault(t[:MIN_PREFIX_CHARS], []).append(t)
-    lengths = [len(doc) for doc in documents]
+    lengths = [len(doc) for doc in documents] if lengths is None else lengths
     avgdl = max(sum(lengths) / n_docs, 1.0)
     for q in dict.fromkeys(query_terms):
         # every variant of q shares its first MIN_PREFIX_CHARS letters (or is q itself)
         candidates = by_prefix.get(q[:MIN_PREFIX_CHARS], []) if len(q) >= MIN_PREFIX_CHARS else [q]
         tf: dict[int, float] = {}
+        hit: dict[int, set[str]] = {}
         for t in candidates:
             if t in postings and is_variant(t, q):
                 w = 1.0 if t == q else VARIANT_WEIGHT
                 for i, c in postings[t]:
                     tf[i] = tf.get(i, 0.0) + w * c
-                    matched[i].add(t)
-        if not tf:
-            continue
-        idf = math.log(1.0 + (n_docs - len(tf) + 0.5) / (len(tf) + 0.5))
+                    hit.setdefault(i, set()).add(t)
+        if tf:
+            tfs[q] = {i: x / (1 - B + B * lengths[i] / avgdl) for i, x in tf.items()}
+            matched[q] = hit
+    return tfs, matched
+
+
+def _idf(n_docs: int, df: int) -> float:
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def bm25(query_terms: list[str], documents: list[list[str]]) -> tuple[list[float], list[list[str]]]:
+    """BM25 of each tokenised document for ``query_terms``, with word variants; also the terms that matched.
+
+    The documents given are the corpus (``N``, ``df`` and the average length come from them).
+    """
+    scores = [0.0] * len(documents)
+    matched: list[set[str]] = [set() for _ in documents]
+    tfs, hits = _normalised_tfs(query_terms, documents)
+    for q, tf in tfs.items():
+        idf = _idf(len(documents), len(tf))
         for i, x in tf.items():
-            scores[i] += idf * x * (K1 + 1) / (x + K1 * (1 - B + B * lengths[i] / avgdl))
+            scores[i] += idf * _saturate(x)
+            matched[i] |= hits[q][i]
     return scores, [sorted(m) for m in matched]
 
 
@@ -372,33 +401,200 @@ def neighbours(store: "Store", subject_ids: list[str]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- questions
+#: Weight of a question's evidence against its own text and kind. Each field's term frequency
+#: is saturated on its own, so the evidence adds at most ``EVIDENCE_WEIGHT · (k1 + 1) = 0.66``
+#: of a term's idf, however many messages repeat the word: less than the word once in the
+#: question itself (1.0 at average length).
+EVIDENCE_WEIGHT = 0.3
+#: Query weight of a word the task lexicon adds (data/task_lexicon.txt), against the task's own words.
+LEXICON_WEIGHT = 0.25
+_FAR_FUTURE = datetime(9999, 1, 1)
+
+
+@lru_cache(maxsize=1)
+def task_lexicon() -> dict[str, tuple[str, ...]]:
+    """The curated task lexicon (data/task_lexicon.txt): task word → the question words it is about."""
+    from importlib.resources import files
+
+    out: dict[str, tuple[str, ...]] = {}
+    text = files("doxa.data").joinpath("task_lexicon.txt").read_text(encoding="utf-8")
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, sep, values = line.partition(":")
+        related = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not related or any(words(w) != [w] for w in [key.strip(), *related]):
+            raise ValueError(f"task_lexicon.txt line {n}: {line!r}: write `word: word, word` "
+                             "(single lower-case words, as the tokeniser makes them)")
+        out[key.strip()] = tuple(related)
+    return out
+
+
+def lexicon_expansions(terms: list[str]) -> list[tuple[str, str]]:
+    """``(task term, question word)`` pairs the task lexicon adds for ``terms``.
+
+    A task term takes the entries of every lexicon word it is a variant of ("dinners" →
+    "dinner"). A question word that is a variant of a task term, or of a word already added,
+    is left out (it would count the same matches twice); each comes from the first task term
+    that brought it.
+    """
+    lexicon = task_lexicon()
+    out: dict[str, str] = {}
+    for term in terms:
+        for key, related in lexicon.items():
+            if is_variant(key, term):
+                for word in related:
+                    if not any(is_variant(word, t) for t in [*terms, *out]):
+                        out[word] = term
+    return [(term, word) for word, term in out.items()]
+
+
+def evidence_units(evidence: "Evidence") -> list[tuple[str, str, float]]:
+    """``(question, message, 1 − unrelated)`` of every counted reading of evidence loaded ``with_messages``."""
+    if evidence.message is None:
+        raise ValueError("evidence_units needs evidence loaded with_messages=True")
+    return list(zip(evidence.questions.ids[evidence.q].tolist(), evidence.message.tolist(),
+                    (1.0 - evidence.unrelated).tolist()))
+
+
+def evidence_term_frequencies(
+    store: "Store", terms: list[str], question_ids: list[str], *, at: datetime | None = None,
+    units: list[tuple[str, str, float]] | None = None,
+) -> dict[str, dict[str, tuple[float, str, str]]]:
+    """How much of each question's evidence uses each query term: ``{question: {term: (tf, message, text)}}``.
+
+    A question's evidence is what its belief counts (data/evidence.py): the kept messages read
+    for it up to ``at``, never the assistant's own notes, each evidence unit once (copies of a
+    message count once: the earliest). Each message is a passage, its ``tf`` (with word
+    variants) length-normalised as in BM25 against the average length of these questions'
+    evidence, and weighted by how related its reader found it (``1 − unrelated``)::
+
+        tf_ev(q, d) = Σ_{m read for d} (1 − unrelated(m, d)) · tf(q, m) / (1 − b + b |m| / avgdl)
+
+    ``message`` and ``text`` name the message that adds most for that term. ``units`` are the
+    counted readings when the caller has loaded them already (:func:`evidence_units`); else
+    they are loaded here. One query fetches the messages' texts; they are tokenised here by
+    the twin of ingest's rule (:func:`words`): for a few hundred short texts that is ~15x
+    faster than the same regex in SQL (tests/test_search.py checks the twins agree).
+    """
+    terms = list(dict.fromkeys(t for t in terms if t))
+    if not terms or not question_ids:
+        return {}
+    if units is None:
+        units = evidence_units(store.load_evidence(at, list(question_ids), with_messages=True))
+    wanted = set(question_ids)
+    units = [u for u in units if u[0] in wanted]
+    if not units:
+        return {}
+    found = dict(store.execute("SELECT id, text FROM messages WHERE id IN (SELECT unnest(?))",
+                               [sorted({m for _, m, _ in units})]).fetchall())
+    rows = [(question, message, rel, found[message]) for question, message, rel in units]
+    if not rows:
+        return {}
+    texts = {message: text for _, message, _, text in rows}
+    messages = list(texts)
+    tokens = [words(texts[m]) for m in messages]
+    # every variant of a term shares its first MIN_PREFIX_CHARS letters: count only those
+    prefixes = {t[:MIN_PREFIX_CHARS] for t in terms}
+    tfs, _ = _normalised_tfs(terms, [[t for t in doc if t[:MIN_PREFIX_CHARS] in prefixes] for doc in tokens],
+                             [len(doc) for doc in tokens])
+    by_message: dict[str, dict[str, float]] = {}
+    for term, tf in tfs.items():
+        for i, x in tf.items():
+            by_message.setdefault(messages[i], {})[term] = x
+    total: dict[tuple[str, str], float] = {}
+    best: dict[tuple[str, str], tuple[float, str]] = {}
+    for question, message, rel, _ in rows:
+        for term, x in by_message.get(message, {}).items():
+            key, add = (question, term), rel * x
+            if add > 0:
+                total[key] = total.get(key, 0.0) + add
+                best[key] = max(best.get(key, (add, message)), (add, message))
+    out: dict[str, dict[str, tuple[float, str, str]]] = {}
+    for (question, term), x in total.items():
+        example = best[(question, term)][1]
+        out.setdefault(question, {})[term] = (x, example, texts[example])
+    return out
+
+
 def rank_questions(
     store: "Store",
     terms: list[str],
     *,
     subject_ids: list[str] | None = None,
+    at: datetime | None = None,
+    evidence: bool = True,
+    lexicon: bool = True,
+    loaded: "Evidence | None" = None,
 ) -> list[dict[str, Any]]:
-    """Active questions scored by BM25 of ``terms`` against their text and kind, best first.
+    """Active questions scored for the task's ``terms``, best first.
 
-    With ``subject_ids``, only those subjects' questions are scored, and they are the
-    corpus the idf and average length come from (what tells questions apart *within* the
-    task's reach); without, every active question is. A question's document is its text
-    plus its kind (``likes_loud_places`` → likes, loud, places). Every candidate is
-    returned, matched or not (score 0), with the terms that matched. The few candidates
-    of a task are scored in Python (:func:`bm25`), which beats a query plan's fixed cost.
+    A question has two fields: its own text and kind (``likes_loud_places`` → likes, loud,
+    places) and, with ``evidence`` and ``subject_ids``, its evidence
+    (:func:`evidence_term_frequencies`). Each field's length-normalised term frequency is
+    saturated on its own (BM25's ``S(x) = x (k1 + 1) / (x + k1)``) and the evidence is
+    down-weighted::
+
+        score(d) = Σ_q  w_q · idf(q) · (S(tf_own(q, d)) + EVIDENCE_WEIGHT · S(tf_ev(q, d)))
+
+    over the task's terms (``w_q = 1``) and, with ``lexicon``, the question words the task
+    lexicon adds (``w_q = LEXICON_WEIGHT``, own field only). ``idf`` counts the questions
+    matching ``q`` in either field. With ``subject_ids``, only those subjects' questions are
+    scored, and they are the corpus (what tells questions apart *within* the task's reach);
+    without, every active question is, on its own field only (the whole store's evidence is
+    `doxa search`'s job). With neither evidence nor lexicon this is plain BM25 (:func:`bm25`).
+
+    Every candidate is returned, matched or not (score 0), with ``matched`` (index terms of
+    its own text the task's terms matched), ``evidence`` (task term → ``{"message", "text"}``
+    of the message that adds most) and ``lexicon`` (``(task term, question word)`` pairs).
     """
-    scope = "AND list_contains(?, subject)" if subject_ids is not None else ""
-    params: list[Any] = [list(subject_ids)] if subject_ids is not None else []
-    rows = store.execute(
-        f"SELECT id, subject, kind, text FROM questions WHERE status = 'active' {scope}", params
-    ).fetchall()
-    scores, matched = bm25(list(terms), [words(f"{text} {kind}") for _, _, kind, text in rows])
-    out = [{"id": i, "subject": s, "kind": k, "text": t, "score": sc, "matched": m}
-           for (i, s, k, t), sc, m in zip(rows, scores, matched)]
+    if loaded is not None and subject_ids is not None:
+        qt, wanted = loaded.questions, set(subject_ids)
+        rows = [row for row in zip(qt.ids.tolist(), qt.subjects.tolist(), qt.kinds.tolist(), qt.texts.tolist())
+                if row[1] in wanted]
+    else:
+        scope = "AND subject IN (SELECT unnest(?))" if subject_ids is not None else ""
+        params: list[Any] = [list(subject_ids)] if subject_ids is not None else []
+        rows = store.execute(
+            f"SELECT id, subject, kind, text FROM questions WHERE status = 'active' {scope}", params
+        ).fetchall()
+    terms = list(dict.fromkeys(terms))
+    expansions = lexicon_expansions(terms) if lexicon else []
+    added = {word: term for term, word in expansions}
+    own_tf, own_hits = _normalised_tfs(terms + list(added), [words(f"{text} {kind}") for _, _, kind, text in rows])
+    ev: dict[str, dict[str, tuple[float, str, str]]] = {}
+    if evidence and subject_ids is not None and rows and terms:
+        units = evidence_units(loaded) if loaded is not None else None
+        ev = evidence_term_frequencies(store, terms, [r[0] for r in rows], at=at, units=units)
+    ev_tf: dict[str, dict[int, float]] = {}
+    for i, (qid, *_rest) in enumerate(rows):
+        for term, (tf, _, _) in ev.get(qid, {}).items():
+            ev_tf.setdefault(term, {})[i] = tf
+
+    scores = [0.0] * len(rows)
+    for q in list(terms) + list(added):
+        own, ev_q = own_tf.get(q, {}), ev_tf.get(q, {})
+        df = len(own.keys() | ev_q.keys())
+        if not df:
+            continue
+        weight = 1.0 if q in terms else LEXICON_WEIGHT
+        idf = _idf(len(rows), df)
+        for i in own.keys() | ev_q.keys():
+            scores[i] += weight * idf * (_saturate(own.get(i, 0.0)) + EVIDENCE_WEIGHT * _saturate(ev_q.get(i, 0.0)))
+
+    out = []
+    for i, (qid, subject, kind, text) in enumerate(rows):
+        matched = sorted({t for q in terms for t in own_hits.get(q, {}).get(i, ())})
+        lex = [(added[w], w) for w in added if i in own_tf.get(w, {})]
+        found = {t: {"message": m, "text": x} for t, (_, m, x) in ev.get(qid, {}).items()}
+        out.append({"id": qid, "subject": subject, "kind": kind, "text": text, "score": scores[i],
+                    "matched": matched, "evidence": {t: found[t] for t in terms if t in found}, "lexicon": lex})
     out.sort(key=lambda r: (-r["score"], r["id"]))
     return out
 
 
 __all__ = ["K1", "B", "STOPWORDS", "SearchHit", "tokenize", "words", "is_variant", "bm25", "content_terms",
            "search_messages", "match_subjects", "subject_labels", "subject_label_terms", "neighbours",
-           "rank_questions"]
+           "rank_questions", "evidence_term_frequencies", "evidence_units", "lexicon_expansions", "task_lexicon",
+           "EVIDENCE_WEIGHT", "LEXICON_WEIGHT"]

@@ -21,7 +21,7 @@ from .errors import IngestError, Problem, StoreError
 from .evidence import Evidence, QuestionTable
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _FAR_FUTURE = datetime(9999, 1, 1)
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
@@ -84,6 +84,30 @@ def bind(sql: str, params: list[Any] | None) -> str:
     return "".join(out)
 
 
+#: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
+#: probabilities as a list in option order (no JSON built per read) and drops its key.
+_MIGRATIONS: dict[str, tuple[str, str]] = {
+    "1": ("2", """
+        CREATE TABLE reads_v2 (question VARCHAR NOT NULL, asked_at TIMESTAMP NOT NULL, read_at TIMESTAMP NOT NULL,
+                               probs DOUBLE[] NOT NULL, top VARCHAR NOT NULL, p_top DOUBLE NOT NULL,
+                               params_version INTEGER);
+        INSERT INTO reads_v2
+            SELECT r.question, r.asked_at, r.read_at,
+                   list_transform(q.options, o -> coalesce((r.answers::JSON ->> o)::DOUBLE, 0.0)),
+                   r.top, r.p_top, r.params_version
+            FROM reads r JOIN questions q ON q.id = r.question ORDER BY r.id;
+        DROP TABLE reads;
+        DROP SEQUENCE IF EXISTS reads_seq;
+        ALTER TABLE reads_v2 RENAME TO reads;
+        CREATE VIEW read_answers AS
+            SELECT r.question, r.asked_at, r.read_at,
+                   to_json(map_from_entries(list_zip(q.options, r.probs)))::VARCHAR AS answers,
+                   r.top, r.p_top, r.params_version
+            FROM reads r JOIN questions q ON q.id = r.question;
+    """),
+}
+
+
 class Store:
     """An open doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block."""
 
@@ -113,15 +137,34 @@ class Store:
         return cls.open(":memory:")
 
     def _ensure_schema(self) -> None:
-        found = self.con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-        ).fetchone()[0]
-        if found:
+        try:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except duckdb.CatalogException:
+            row = None
+        if row is not None:
+            if row[0] != SCHEMA_VERSION:
+                self._migrate(row[0])
             return
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
         self.con.execute("COMMIT")
+
+    def _migrate(self, version: str) -> None:
+        """Bring a store written by an older doxa up to :data:`SCHEMA_VERSION`, in one transaction."""
+        if version not in _MIGRATIONS:
+            raise StoreError(f"{self.path} has schema version {version}, which this doxa does not know "
+                             f"(it writes version {SCHEMA_VERSION}): upgrade doxa")
+        self.con.execute("BEGIN")
+        try:
+            while version != SCHEMA_VERSION:
+                version, sql = _MIGRATIONS[version]
+                self.con.execute(sql)
+            self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
 
     def execute(self, sql: str, params: list[Any] | None = None):
         """Run SQL with parameters inlined as literals (see :func:`sql_literal`)."""
@@ -167,28 +210,59 @@ class Store:
         return writer.write_batch(self.con, batch)
 
     # ------------------------------------------------------------------ questions & evidence
-    def question_table(self, ids: list[str] | None = None, *, include_inactive: bool = False) -> QuestionTable:
+    def question_table(self, ids: list[str] | None = None, *, subjects: list[str] | None = None,
+                       include_inactive: bool = False) -> QuestionTable:
+        """Questions (active ones unless ``include_inactive``) in id order: all of them, or those
+        named in ``ids`` together with every question about one of ``subjects``."""
         where = [] if include_inactive else ["status = 'active'"]
         params: list[Any] = []
-        if ids is not None:
-            where.append("list_contains(?, id)")
-            params.append(list(ids))
+        if ids is not None or subjects is not None:
+            ids, subjects = list(ids or []), list(subjects or [])
+            chosen = (["id IN (SELECT unnest(?))"] if ids else []) + (["subject IN (SELECT unnest(?))"] if subjects
+                                                                       else [])
+            params = [x for x in (ids, subjects) if x]
+            where.append(f"({' OR '.join(chosen) or 'false'})")
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        cols = self.execute(
-            f"""SELECT id, subject, kind, text, shape, options, len(options) AS k,
-                       kind || chr(31) || array_to_string(options, chr(31)) AS options_key
-                FROM questions {clause} ORDER BY id""",
-            params,
-        ).fetchnumpy()
+        key = "kind || chr(31) || array_to_string(options, chr(31))"
+        if ids is not None:  # a few questions: one query, each with its own options list
+            # the status test runs in numpy: in SQL it costs more than the rest of the query
+            where = clause.replace("WHERE status = 'active' AND ", "WHERE ", 1) if not include_inactive else clause
+            cols = self.execute(
+                f"SELECT id, subject, kind, text, shape, options, {key} AS options_key, status FROM questions "
+                f"{where} ORDER BY id", params).fetchnumpy()
+            if not include_inactive:
+                active = np.flatnonzero(np.asarray(cols["status"], dtype=object) == "active")
+                cols = {name: np.asarray(values, dtype=object)[active] for name, values in cols.items()}
+            options = [list(o) for o in cols["options"]]
+            keys = np.asarray(cols["options_key"], dtype=object)
+            group_of = np.unique(keys.astype(str), return_inverse=True)[1].reshape(-1) if len(keys) else \
+                np.zeros(0, dtype=np.int64)
+        else:
+            cols = self.execute(
+                f"SELECT id, subject, kind, text, shape, hash(kind, options) AS g FROM questions {clause} ORDER BY id",
+                params).fetchnumpy()
+            # questions of one kind mostly share their options: fetch each distinct list once
+            # (100,000 per-question lists cost ~0.3 s to bring into Python)
+            group_hash, group_of = np.unique(np.asarray(cols["g"], dtype=np.uint64), return_inverse=True)
+            groups = self.execute(
+                f"""SELECT DISTINCT ON (hash(kind, options)) hash(kind, options) AS g, options, {key} AS options_key
+                    FROM questions {clause} ORDER BY g""", params).fetchnumpy()
+            assert np.array_equal(np.asarray(groups["g"], dtype=np.uint64), group_hash)
+            group_options = [list(o) for o in groups["options"]]
+            group_of = group_of.reshape(-1)
+            options = [group_options[g] for g in group_of.tolist()]
+            keys = np.asarray(groups["options_key"], dtype=object)[group_of]
         return QuestionTable(
             ids=np.asarray(cols["id"], dtype=object),
             subjects=np.asarray(cols["subject"], dtype=object),
             kinds=np.asarray(cols["kind"], dtype=object),
             texts=np.asarray(cols["text"], dtype=object),
             shapes=np.asarray(cols["shape"], dtype=object),
-            options=[o if isinstance(o, list) else list(o) for o in cols["options"]],
-            n_options=np.asarray(cols["k"], dtype=np.int64),
-            options_key=np.asarray(cols["options_key"], dtype=object),
+            options=options,
+            n_options=np.asarray([len(o) for o in options], dtype=np.int64) if ids is not None else
+            np.asarray([len(o) for o in group_options], dtype=np.int64)[group_of],
+            options_key=keys,
+            option_group=group_of.astype(np.int64),
         )
 
     def load_evidence(
@@ -197,11 +271,15 @@ class Store:
         question_ids: list[str] | None = None,
         *,
         with_messages: bool = False,
+        subjects: list[str] | None = None,
     ) -> Evidence:
-        """Counted evidence up to ``at`` (all of it when None), as arrays. See data/evidence.py."""
+        """Counted evidence up to ``at`` (all of it when None), as arrays. See data/evidence.py.
+
+        Of every active question, or of those in ``question_ids`` and those about ``subjects``.
+        """
         from . import evidence_sql
 
-        return evidence_sql.load(self, at, question_ids, with_messages=with_messages)
+        return evidence_sql.load(self, at, question_ids, with_messages=with_messages, subjects=subjects)
 
     # ------------------------------------------------------------------ params
     def latest_params(self) -> tuple[int | None, dict[str, Any] | None]:
@@ -241,50 +319,29 @@ class Store:
         return int(version)
 
     # ------------------------------------------------------------------ reads log
-    def log_reads(self, rows: list[tuple[str, datetime, str, str, float, int | None]]) -> None:
-        """rows: (question, asked_at, answers_json, top, p_top, params_version)."""
+    def log_reads(self, rows: list[tuple[str, datetime, list[float], str, float, int | None]]) -> None:
+        """rows: (question, asked_at, probabilities in option order, top, p_top, params_version).
+
+        A literal INSERT: any Arrow or pandas hand-over imports pandas (~0.5 s), too dear
+        for the few reads of a `doxa belief`; many reads go through :meth:`log_belief_matrix`.
+        """
         if not rows:
             return
-        if len(rows) <= SMALL_LOG:
-            # Literal VALUES: any Arrow conversion imports pandas (~0.5 s), too dear for a few reads.
-            values = ",\n".join(
-                f"({sql_literal(q)}, {sql_literal(at)}, now()::TIMESTAMP, {sql_literal(a)}, {sql_literal(top)}, "
-                f"{sql_literal(float(p))}, {sql_literal(v)})" for q, at, a, top, p, v in rows)
-            self.con.execute(
-                "INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version) VALUES " + values
-            ).fetchall()
-            return
-        import pyarrow as pa
-
-        columns = list(zip(*rows))
-        version = columns[5][0]
-        table = pa.table(
-            {
-                "question": pa.array(columns[0], pa.string()),
-                "asked_at": pa.array(columns[1], pa.timestamp("us")),
-                "answers": pa.array(columns[2], pa.string()),
-                "top": pa.array(columns[3], pa.string()),
-                "p_top": pa.array(columns[4], pa.float64()),
-                "params_version": pa.array(np.full(len(rows), -1 if version is None else version, dtype=np.int32)),
-            }
-        )
-        self.con.register("_reads_stage", table)
-        try:
-            self.con.execute(
-                """INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
-                   SELECT question, asked_at, now()::TIMESTAMP, answers, top, p_top, nullif(params_version, -1)
-                   FROM _reads_stage"""
-            ).fetchall()
-        finally:
-            self.con.unregister("_reads_stage")
+        values = ",\n".join(
+            f"({sql_literal(q)}, {sql_literal(at)}, now()::TIMESTAMP, "
+            f"[{', '.join(repr(float(x)) for x in probs)}]::DOUBLE[], {sql_literal(top)}, "
+            f"{sql_literal(float(p))}, {sql_literal(v)})" for q, at, probs, top, p, v in rows)
+        self.con.execute(
+            "INSERT INTO reads (question, asked_at, read_at, probs, top, p_top, params_version) VALUES " + values
+        ).fetchall()
 
     def log_belief_matrix(self, question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray,
                           n_options: np.ndarray, params_version: int | None) -> None:
         """Log many reads at once from the scorer's arrays (``probs`` (Q, K_max), rounded to 1e-6).
 
         The rows go through a temporary Parquet file that DuckDB reads natively: handing
-        DuckDB any Python-side table imports pandas (~0.5 s), and per-row JSON in Python
-        costs more than the whole read. The answers' JSON is built in SQL.
+        DuckDB any Python-side table imports pandas (~0.5 s). Each question's top answer
+        is named in SQL from its options.
         """
         import os
         import tempfile
@@ -297,7 +354,7 @@ class Store:
 
         k = np.asarray(n_options, dtype=np.int64)
         mask = np.arange(probs.shape[1])[None, :] < k[:, None]
-        flat = np.round(probs, 6)[mask]
+        rounded = np.round(probs, 6)
         offsets = np.zeros(len(k) + 1, dtype=np.int32)
         offsets[1:] = np.cumsum(k)
         encoded = [str(q).encode("utf-8") for q in question_ids.tolist()]
@@ -305,35 +362,25 @@ class Store:
         text_offsets[1:] = np.cumsum([len(e) for e in encoded])
         table = pa.Table.from_arrays(
             [pa.StringArray.from_buffers(len(encoded), pa.py_buffer(text_offsets), pa.py_buffer(b"".join(encoded))),
-             pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(flat, pa.float64())),
-             buffer_array(np.argmax(probs, axis=1).astype(np.int64), pa.int64())],
-            names=["question", "probs", "top"],
+             pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(rounded[mask], pa.float64())),
+             buffer_array(np.argmax(rounded, axis=1).astype(np.int64), pa.int64()),
+             buffer_array(rounded.max(axis=1), pa.float64())],
+            names=["question", "probs", "top", "p_top"],
         )
         handle, path = tempfile.mkstemp(suffix=".parquet", prefix="doxa-reads-")
         os.close(handle)
         try:
             pq.write_table(table, path, compression="none")
             self.execute(
-                f"""INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
-                    SELECT s.question, ?, now()::TIMESTAMP,
-                           to_json(map_from_entries(list_zip(q.options, s.probs)))::VARCHAR,
-                           CASE WHEN list_max(s.probs) > 0 THEN q.options[s.top + 1] ELSE '' END,
-                           list_max(s.probs), ?
+                f"""INSERT INTO reads (question, asked_at, read_at, probs, top, p_top, params_version)
+                    SELECT s.question, ?, now()::TIMESTAMP, s.probs,
+                           CASE WHEN s.p_top > 0 THEN q.options[s.top + 1] ELSE '' END, s.p_top, ?
                     FROM read_parquet({sql_literal(path)}) s JOIN questions q ON q.id = s.question""",
                 [asked_at, params_version],
             ).fetchall()
         finally:
             os.unlink(path)
 
-    def log_read(self, question: str, asked_at: datetime, answers: dict[str, float], top: str,
-                 p_top: float, params_version: int | None) -> None:
-        self.execute(
-            """INSERT INTO reads (question, asked_at, read_at, answers, top, p_top, params_version)
-               VALUES (?, ?, now()::TIMESTAMP, ?, ?, ?, ?)""",
-            [question, asked_at, json.dumps(answers), top, p_top, params_version],
-        ).fetchall()
-
-    # ------------------------------------------------------------------ lookups
     def question(self, question_id: str) -> dict[str, Any]:
         row = self.execute(
             "SELECT id, subject, kind, text, shape, options, status FROM questions WHERE id = ?", [question_id]
@@ -369,9 +416,15 @@ class Store:
         return [dict(zip(keys, r)) for r in rows]
 
     def question_ids_for_subject(self, subject: str) -> list[str]:
+        return self.question_ids_for_subjects([subject])
+
+    def question_ids_for_subjects(self, subjects: list[str]) -> list[str]:
+        """The active questions about any of ``subjects``, in id order."""
+        if not subjects:
+            return []
         rows = self.execute(
-            "SELECT id FROM questions WHERE subject = ? AND status = 'active' ORDER BY id", [subject]
-        ).fetchall()
+            "SELECT id FROM questions WHERE subject IN (SELECT unnest(?)) AND status = 'active' ORDER BY id",
+            [list(subjects)]).fetchall()
         return [r[0] for r in rows]
 
     def counts(self) -> dict[str, int]:

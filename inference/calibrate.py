@@ -10,16 +10,16 @@ the form the scorer applies (:func:`doxa.inference.scorer.apply_calibration`):
 - ``temperature`` with a ``floor`` ε: ``p ← (1-ε) p^(1/T)/Z + ε/K``: some settled
   answers contradict even a confident consensus (hard items on which most sources
   err together, which no per-source model sees); a floor says so without flattening
-  every belief the way a large ``T`` would. Offered when the scorer applies it.
+  every belief the way a large ``T`` would.
 - ``isotonic``: a monotone piecewise-linear map of the top probability, fitted by pool
   adjacent violators (Zadrozny & Elkan 2002), offered from ``ISOTONIC_MIN_POINTS``
   predictions on.
 
 Both parameters of the temperature maps are fitted by maximum a posteriori with weak
 priors (``log T ~ N(0, 1)``, ``ε ~ Beta(2, 38)``) so a handful of settlements cannot
-push them to extremes. When the scorer applies floors, the floor is always part of the
-map (a few settlements without a confident miss do not show there are none); the
-method is then chosen between temperature+floor and isotonic by cross-validation.
+push them to extremes. By default the floor is always part of the temperature map (a few
+settlements without a confident miss do not show there are none); the method is then
+chosen between temperature+floor and isotonic by cross-validation.
 
 The method is chosen by cross-validated log-loss among none / temperature / isotonic,
 and the "after" figures reported are the cross-validated ones, not the fit's own.
@@ -99,19 +99,8 @@ FLOOR_PRIOR = (2.0, 38.0)  # mean 0.05, mode 0.027: a few settlements cannot rul
 
 
 def apply_calibration(calibration: dict[str, Any], probs: np.ndarray) -> np.ndarray:
-    """The scorer's map, plus the ``floor`` of a temperature map: ``(1-ε) p + ε/K`` over the live options."""
-    out = _scorer_apply(calibration, probs)
-    floor = float((calibration or {}).get("floor") or 0.0)
-    if floor > 0 and not scorer_applies_floor():
-        live = out > 0
-        out = np.where(live, (1 - floor) * out + floor / np.maximum(live.sum(axis=1, keepdims=True), 1), 0.0)
-    return out
-
-
-def scorer_applies_floor() -> bool:
-    """Whether :func:`doxa.inference.scorer.apply_calibration` knows the ``floor`` key."""
-    probe = _scorer_apply({"method": "temperature", "temperature": 1.0, "floor": 0.5}, np.array([[1.0, 0.0]]))
-    return bool(probe[0, 0] < 1.0)
+    """The scorer's map (temperature, its optional ``floor``, or isotonic): what a read applies."""
+    return _scorer_apply(calibration, probs)
 
 
 def _golden(loss, lo: float, hi: float, iterations: int = 50) -> float:
@@ -216,7 +205,7 @@ class OutputCalibration:
     n_folds: int = 5
     seed: int = 0
     methods: tuple[str, ...] = ("none", "temperature", "temperature+floor", "isotonic")
-    allow_floor: bool | None = None  # None: only when the scorer applies floors
+    allow_floor: bool = True  # False: choose among none / temperature / isotonic instead
     map_: dict[str, Any] = field(default_factory=lambda: {"method": "none"})
 
     def fit(self, probs: np.ndarray, answer: np.ndarray, groups: np.ndarray | None = None) -> "OutputCalibration":
@@ -226,7 +215,7 @@ class OutputCalibration:
         self.n_ = n
         self.before_ = metrics(probs, answer)
         self.table_before_ = reliability_table(probs, answer)
-        floor_ok = scorer_applies_floor() if self.allow_floor is None else self.allow_floor
+        floor_ok = self.allow_floor
         if n < MIN_POINTS:
             candidates = ["none"]
         elif floor_ok:

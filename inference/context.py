@@ -9,13 +9,19 @@ task, :func:`context`
    be at the dinner: no search on "Maya" finds that Sam is vegetarian);
 3. ranks those subjects' questions by relevance to the task::
 
-       relevance = (FLOOR + bm25 / max bm25) · HOP_DECAY ** hop
+       relevance = (FLOOR + score / max score) · HOP_DECAY ** hop
+       score(d)  = Σ_q w_q · idf(q) · (S(tf_own(q, d)) + EVIDENCE_WEIGHT · S(tf_ev(q, d)))
 
-   where ``bm25`` scores the task's words (without the subjects' own names, which every
-   candidate shares, and without stop words) against each question's text and kind
-   (data/search.py), so a question matching the task comes first, a question of a
-   named subject before the same of a related one, and a related subject's question
-   that matches the task before a named subject's question that matches nothing;
+   over the task's words (without the subjects' own names, which every candidate shares,
+   and without stop words; ``w_q = 1``) and the question words the curated task lexicon
+   adds for them ("dinner" → diet, allergies, restaurant…; ``w_q = LEXICON_WEIGHT``).
+   ``tf_own`` is the word's BM25-normalised frequency in the question's text and kind;
+   ``tf_ev`` the same in the evidence read for it, weighted by how related the reader
+   found each message (data/search.py :func:`~doxa.data.search.rank_questions`). So
+   "dinner" reaches "What does Maya eat?" through the note "Maya is vegetarian, remember
+   for dinners." read for it. A question matching the task comes first, a question of a
+   named subject before the same of a related one, and a related subject's question that
+   matches the task before a named subject's question that matches nothing;
 4. returns every answer of each with its probability, an ``ask`` flag where the top
    answer is below the act threshold (an uncertain answer is shown as uncertain, not
    hidden), and a one-line reason;
@@ -55,13 +61,16 @@ class ContextQuestion:
     via: str | None  # "Sam is Maya's partner"
     relevance: float
     bm25: float
-    matched: list[str]
+    matched: list[str]  # index terms of the question's text and kind the task's words matched
     answers: dict[str, float]
     top: str | None
     p_top: float
     ask: bool
     n_evidence: int
     reason: str
+    #: task word → the message read for this question that matched it most (``message``, ``text``)
+    evidence: dict[str, dict[str, str]] = field(default_factory=dict)
+    lexicon: list[str] = field(default_factory=list)  # "dinner → diet": what the task lexicon added
 
 
 @dataclass
@@ -104,6 +113,30 @@ def _relation_phrase(row: dict[str, Any]) -> str:
     return f"{row['via_name']} is {row['name']}'s {row['kind']}"
 
 
+#: A quoted message is cut to this many characters in a reason.
+QUOTE_CHARS = 60
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return f"“{text}”" if len(text) <= QUOTE_CHARS else f"“{text[:QUOTE_CHARS - 1].rstrip()}…”"
+
+
+def _matches(q: ContextQuestion) -> str:
+    """Why the question matched: its own words, then its evidence (quoted), then the task lexicon."""
+    why = []
+    if q.matched:
+        why.append(f"{', '.join(q.matched)} in its text")
+    by_message: dict[str, list[str]] = {}  # one quote per message, after the words it matched
+    for term, hit in q.evidence.items():
+        by_message.setdefault(hit["message"], []).append(term)
+    texts = {hit["message"]: hit["text"] for hit in q.evidence.values()}
+    why += [f"{', '.join(terms)} in its evidence ({_quote(texts[m])})" for m, terms in by_message.items()]
+    if q.lexicon:
+        why.append(f"{', '.join(q.lexicon)} by the task lexicon")
+    return ("matches " + " and ".join(why)) if why else "no word of the task matches"
+
+
 def _reason(q: ContextQuestion, act_at: float) -> str:
     who = q.subject_name or q.subject or "no subject"
     if q.hop == 0:
@@ -112,7 +145,7 @@ def _reason(q: ContextQuestion, act_at: float) -> str:
         parts = [f"one hop out: {q.via}"]
     else:
         parts = ["no subject named; found by the task's words"]
-    parts.append(f"matches {', '.join(q.matched)}" if q.matched else "no word of the task matches")
+    parts.append(_matches(q))
     if q.top is None:
         parts.append("every answer is rejected: ask")
     elif q.n_evidence == 0:
@@ -151,13 +184,21 @@ def context(
     names = {w for s in named for w in search.words(s["label"])}
     terms = [t for t in search.content_terms(search.words(task), drop=names) if len(t) > 1]
 
+    instructions = store.instructions(list(by_subject)) if by_subject else []
+    rests = [i["rests_on_question"] for i in instructions if i["rests_on_question"]]
+    statuses = _statuses(store, rests)
     note = None
+    loaded = None
     if subjects:
-        ranked = search.rank_questions(store, terms, subject_ids=list(by_subject))
+        # one load serves both the ranking (the words of each question's evidence) and the beliefs
+        extra_ids = [q for q in dict.fromkeys(rests) if statuses.get(q) == "active"]
+        at, loaded, _, _, scored_beliefs = memory._score(extra_ids, at, with_messages=True, subjects=list(by_subject))
+        all_beliefs = memory._beliefs_from(at, scored_beliefs, act_at)
+        ranked = search.rank_questions(store, terms, subject_ids=list(by_subject), at=at, loaded=loaded)
     else:
         note = ("no subject named in the task: give a subject's name or alias (`doxa beliefs` lists "
                 "questions); showing questions that match the task's words")
-        ranked = [r for r in search.rank_questions(store, terms) if r["score"] > 0] if terms else []
+        ranked = [r for r in search.rank_questions(store, terms, at=at) if r["score"] > 0] if terms else []
     best = max((r["score"] for r in ranked), default=0.0)
     scored = []
     for r in ranked:
@@ -172,15 +213,15 @@ def context(
         truncated = len(scored) - limit
         scored = scored[:limit]
 
-    instructions = store.instructions(list(by_subject)) if by_subject else []
     wanted = [r["id"] for _, _, r, _ in scored]
-    rests = [i["rests_on_question"] for i in instructions if i["rests_on_question"]]
-    statuses = _statuses(store, rests)
-    extra_ids = [q for q in dict.fromkeys(rests) if q not in wanted and statuses.get(q) == "active"]
-    beliefs: dict[str, Belief] = {}
-    if wanted or extra_ids:
-        for b in memory.beliefs(at=at, question_ids=wanted + extra_ids, act_at=act_at):
-            beliefs[b.question] = b
+    if loaded is None:
+        extra_ids = [q for q in dict.fromkeys(rests) if q not in wanted and statuses.get(q) == "active"]
+        found = memory.beliefs(at=at, question_ids=wanted + extra_ids, act_at=act_at) if wanted or extra_ids else []
+    else:  # log the reads the context answers with: the questions it returns and what instructions rest on
+        position = {qid: i for i, qid in enumerate(all_beliefs.question_ids.tolist())}
+        found = [all_beliefs[position[q]] for q in dict.fromkeys(wanted + extra_ids) if q in position]
+        memory._log(at, found)
+    beliefs: dict[str, Belief] = {b.question: b for b in found}
 
     questions = []
     for relevance, _, r, subject in scored:
@@ -192,7 +233,8 @@ def context(
             text=r["text"], kind=r["kind"], hop=subject["hop"] if subject else None,
             via=subject["via"] if subject else None, relevance=round(relevance, 6), bm25=round(r["score"], 6),
             matched=r["matched"], answers=b.answers, top=b.top, p_top=b.p_top, ask=not b.act,
-            n_evidence=b.n_evidence, reason="")
+            n_evidence=b.n_evidence, reason="", evidence=r["evidence"],
+            lexicon=[f"{term} → {word}" for term, word in r["lexicon"]])
         q.reason = _reason(q, act_at)
         questions.append(q)
 

@@ -12,10 +12,10 @@ checked against outcomes later. Nothing here imports torch, pyro or pandas.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from collections.abc import Sequence
 from typing import Any, Iterable
 
 import numpy as np
@@ -95,6 +95,69 @@ class Explanation:
         return out
 
 
+class BeliefList(Sequence):
+    """Many beliefs at one time, held as the scorer's arrays (a columnar result).
+
+    A sequence of :class:`Belief`: ``len``, indexing, slicing and iteration behave like a
+    list's, but each :class:`Belief` object is built only when that item is looked at, so
+    scoring 100,000 questions does not also cost 100,000 Python objects. ``question_ids``,
+    ``probs`` (Q, K_max; 0 beyond a question's options), ``p_top`` and ``act`` are the
+    arrays themselves.
+    """
+
+    def __init__(self, at: datetime, beliefs: scorer.Beliefs, act_at: float):
+        self.at = at
+        self.beliefs = beliefs
+        self.act_at = act_at
+        qt = beliefs.evidence.questions
+        self.questions = qt
+        self.question_ids = qt.ids
+        self.probs = np.round(beliefs.probs, 6)
+        self.p_top = self.probs.max(axis=1) if len(self.probs) else np.zeros(0)
+        self.top_index = beliefs.top
+        # act on the reported (rounded) probability, so the flag and the number never disagree
+        self.act = (self.p_top > 0) & (self.p_top >= act_at)
+        self.params_version = beliefs.params_version
+        self._rejected: dict[int, list[str]] | None = None
+        self._stamp = at.isoformat()
+
+    def __len__(self) -> int:
+        return len(self.question_ids)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._make(i) for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError("belief index out of range")
+        return self._make(index % n if n else index)
+
+    def __iter__(self):
+        return (self._make(i) for i in range(len(self)))
+
+    def _rejections(self) -> dict[int, list[str]]:
+        if self._rejected is None:
+            ev = self.beliefs.evidence
+            self._rejected = {}
+            for qi, a in zip(ev.reject_q.tolist(), ev.reject_answer.tolist()):
+                self._rejected.setdefault(qi, []).append(self.questions.options[qi][a])
+        return self._rejected
+
+    def _make(self, i: int) -> Belief:
+        qt, beliefs = self.questions, self.beliefs
+        options = qt.options[i]
+        p_top = float(self.p_top[i])
+        return Belief(
+            question=str(qt.ids[i]), at=self._stamp,
+            answers=dict(zip(options, self.probs[i, :len(options)].tolist())),
+            top=options[int(self.top_index[i])] if p_top > 0 else None, p_top=p_top,
+            act=bool(self.act[i]), params_version=self.params_version,
+            text=str(qt.texts[i]), subject=qt.subjects[i], kind=str(qt.kinds[i]),
+            n_evidence=int(beliefs.n_evidence[i]), n_settled=int(beliefs.n_settled[i]),
+            rejected=list(self._rejections().get(i, [])),
+        )
+
+
 class Memory:
     """A doxa store plus the scorer. Create with :func:`doxa.open`."""
 
@@ -132,56 +195,27 @@ class Memory:
         return P.with_defaults(body) if body is not None else P.default_params()
 
     # ---------------------------------------------------------------- beliefs
-    def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False):
+    def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False,
+               subjects: list[str] | None = None):
         at = at or utc_now()
-        evidence = self.store.load_evidence(at, question_ids, with_messages=with_messages)
+        evidence = self.store.load_evidence(at, question_ids, with_messages=with_messages, subjects=subjects)
         params = self.params()
         inputs = scorer.model_inputs(evidence, params)
         beliefs = scorer.score(evidence, params, to_days(at), inputs=inputs)
         return at, evidence, params, inputs, beliefs
 
-    def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> list[Belief]:
-        qt = beliefs.evidence.questions
-        top = beliefs.top
-        p_top = beliefs.p_top
-        rejected: dict[int, list[str]] = {}
-        for qi, a in zip(beliefs.evidence.reject_q.tolist(), beliefs.evidence.reject_answer.tolist()):
-            rejected.setdefault(qi, []).append(qt.options[qi][a])
-        out = []
-        stamp = at.isoformat()
-        # whole-array conversions: per-element round(float(numpy scalar)) cost ~3 s for 100k questions
-        answers = np.round(beliefs.probs, 6).tolist()
-        p_top_rounded = np.round(p_top, 6).tolist()
-        alive = (p_top > 0).tolist()
-        # act on the reported (rounded) probability, so the flag and the number never disagree
-        act = ((p_top > 0) & (np.round(p_top, 6) >= act_at)).tolist()
-        top_index = top.tolist()
-        ids, texts, subjects, kinds = qt.ids.tolist(), qt.texts.tolist(), qt.subjects.tolist(), qt.kinds.tolist()
-        n_evidence, n_settled = beliefs.n_evidence.tolist(), beliefs.n_settled.tolist()
-        for i in range(len(ids)):
-            options = qt.options[i]
-            out.append(Belief(
-                question=str(ids[i]), at=stamp, answers=dict(zip(options, answers[i])),
-                top=options[top_index[i]] if alive[i] else None, p_top=p_top_rounded[i],
-                act=act[i], params_version=beliefs.params_version,
-                text=str(texts[i]), subject=subjects[i], kind=str(kinds[i]),
-                n_evidence=n_evidence[i], n_settled=n_settled[i],
-                rejected=rejected.get(i, []),
-            ))
-        return out
+    def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
+        return BeliefList(at, beliefs, act_at)
 
-    def _log(self, at: datetime, found: list[Belief], beliefs: scorer.Beliefs | None = None) -> None:
-        if not self.log_reads or not found:
+    def _log(self, at: datetime, found: "Sequence[Belief]") -> None:
+        if not self.log_reads or not len(found):
             return
-        if beliefs is not None and len(found) > SMALL_LOG:
-            qt = beliefs.evidence.questions
+        if isinstance(found, BeliefList) and len(found) > SMALL_LOG:
+            beliefs, qt = found.beliefs, found.questions
             self.store.log_belief_matrix(qt.ids, at, beliefs.probs, qt.n_options, beliefs.params_version)
             return
-        rows = [(b.question, at, json.dumps(b.answers), b.top or "", b.p_top, b.params_version) for b in found]
-        if len(rows) == 1:
-            self.store.log_read(*rows[0][:2], found[0].answers, *rows[0][3:])
-        else:
-            self.store.log_reads(rows)
+        self.store.log_reads([(b.question, at, list(b.answers.values()), b.top or "", b.p_top, b.params_version)
+                              for b in found])
 
     def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
         self.store.question(question_id)  # clear error for unknown ids
@@ -193,14 +227,19 @@ class Memory:
         return found[0]
 
     def beliefs(self, subject: str | None = None, at: datetime | None = None, *,
-                question_ids: list[str] | None = None, act_at: float | None = None) -> list[Belief]:
+                question_ids: list[str] | None = None, act_at: float | None = None) -> "BeliefList":
+        """Every active belief (or a subject's, or the named questions'), in question-id order.
+
+        The result is a :class:`BeliefList`: a sequence computed as arrays in one pass,
+        whose :class:`Belief` objects are made only when an item is looked at.
+        """
         if subject is not None:
             question_ids = self.store.question_ids_for_subject(subject)
             if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
                 raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
         at, _, _, _, beliefs = self._score(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
-        self._log(at, found, beliefs)
+        self._log(at, found)
         return found
 
     # ---------------------------------------------------------------- explanations
@@ -261,4 +300,4 @@ class Memory:
         )
 
 
-__all__ = ["Memory", "Belief", "Explanation", "EvidenceTerm", "utc_now", "from_days", "np"]
+__all__ = ["Memory", "Belief", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "from_days", "np"]

@@ -8,7 +8,8 @@ filter over its events in time order::
         b ← ρ_i b + (1 - ρ_i) π_k,          ρ_i = exp(-λ_k (t_i - t_{i-1}))   (decay toward the prior)
         b ← b ⊙ L_i / Σ_j b_j L_i(j)                                          (Bayes)
     b ← ρ_T b + (1 - ρ_T) π_k,              ρ_T = exp(-λ_k (T - t_last))
-    b_j ← 0 for rejected options; renormalise; apply the output calibration map.
+    b_j ← 0 for rejected options; renormalise; apply the output calibration map
+    (temperature T with an optional floor ε: b ← (1-ε) b^(1/T)/Z + ε/K_live; or isotonic).
 
 A reading's likelihood, with ``u = unclear + unrelated``, ``o = one_off``, the reader's
 probabilities ``r`` renormalised over the options and tempered ``r̃ ∝ r^(1/τ)``::
@@ -22,7 +23,8 @@ familiar sum ``log p_j/p_m = log π_j/π_m + Σ_i log L_i(j)/L_i(m)``.
 
 Everything is vectorised over all questions at once: events are sorted by
 (question, time) and processed rank by rank (the n-th event of every question in one
-numpy step), so the Python loop runs max-events-per-question times, not once per event.
+numpy step, on contiguous slices), so the Python loop runs max-events-per-question
+times, not once per event.
 """
 
 from __future__ import annotations
@@ -85,12 +87,15 @@ def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndar
     rate = np.zeros(n_q)
     if n_q == 0:
         return prior, rate
-    keys, first, inverse = np.unique(qt.options_key.astype(str), return_index=True, return_inverse=True)
-    for g, i in enumerate(first):
-        members = inverse == g
+    first, group = qt.option_groups()
+    group_prior = np.zeros((len(first), k_max))
+    group_rate = np.zeros(len(first))
+    for g, i in enumerate(first.tolist()):
         k = int(qt.n_options[i])
-        prior[members, :k] = P.kind_prior(params, str(qt.kinds[i]), qt.options[i])
-        rate[members] = P.kind_change_rate(params, str(qt.kinds[i]))
+        group_prior[g, :k] = P.kind_prior(params, str(qt.kinds[i]), qt.options[i])
+        group_rate[g] = P.kind_change_rate(params, str(qt.kinds[i]))
+    prior = np.take(group_prior, group, axis=0)
+    rate = np.take(group_rate, group)
     return prior, rate
 
 
@@ -178,41 +183,64 @@ def forward_filter(
 
     Returns (belief at ``at`` before rejections/calibration (Q, K), log marginal
     likelihood per question (Q,), time of each question's last event (Q,)).
+
+    Questions are laid out longest first, and events rank-major in that order: the
+    questions that still have an n-th event are then a prefix of the layout, and the
+    n-th events of all of them a contiguous block, so each step works on slices (no
+    gathers or scatters per step).
     """
     n_q = prior.shape[0]
-    belief = prior.copy()
     log_marginal = np.zeros(n_q)
     last_t = np.full(n_q, np.nan)
-    if len(event_q):
-        starts = np.r_[0, np.flatnonzero(np.diff(event_q)) + 1]
-        group_start = np.repeat(starts, np.diff(np.r_[starts, len(event_q)]))
-        rank = np.arange(len(event_q)) - group_start
-        order = np.argsort(rank, kind="stable")
-        bounds = np.r_[0, np.cumsum(np.bincount(rank))]
-        for n in range(len(bounds) - 1):
-            idx = order[bounds[n]:bounds[n + 1]]
-            qs = event_q[idx]
-            t = event_t[idx]
-            if n > 0:
-                rho = np.exp(-rate[qs] * np.maximum(t - last_t[qs], 0.0))[:, None]
-                b = rho * belief[qs] + (1.0 - rho) * prior[qs]
-            else:
-                b = belief[qs]
-            b = b * event_like[idx]
-            z = b.sum(axis=1)
-            dead = z <= _TINY
-            if dead.any():  # evidence impossible under the belief: restart from the evidence alone
-                b[dead] = event_like[idx][dead]
-                z[dead] = b[dead].sum(axis=1)
-            belief[qs] = b / z[:, None]
-            log_marginal[qs] += np.log(np.maximum(z, _TINY))
-            last_t[qs] = t
-    has = ~np.isnan(last_t)
-    at_arr = np.broadcast_to(np.asarray(at, dtype=np.float64), (n_q,))
-    gap = np.where(has & np.isfinite(at_arr), np.maximum(at_arr - np.where(has, last_t, 0.0), 0.0), 0.0)
-    rho = np.exp(-rate * gap)[:, None]
-    belief = np.where(has[:, None], rho * belief + (1.0 - rho) * prior, belief)
-    return belief, log_marginal, last_t
+    if len(event_q) == 0:
+        return prior.copy(), log_marginal, last_t
+    counts = np.bincount(event_q, minlength=n_q)
+    layout = np.argsort(-counts, kind="stable")  # question at each position, longest first
+    position = np.empty(n_q, dtype=np.int64)
+    position[layout] = np.arange(n_q)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    rank = np.arange(len(event_q)) - starts[event_q]
+    alive = np.bincount(rank)  # questions with an n-th event: a prefix of the layout
+    block = np.r_[0, np.cumsum(alive)]
+    slot = block[rank] + position[event_q]
+    source_row = np.empty(len(slot), dtype=np.int64)
+    source_row[slot] = np.arange(len(slot))
+    # np.take gathers whole rows several times faster than fancy indexing does
+    like = np.take(event_like, source_row, axis=0)
+    times = np.take(event_t, source_row)
+
+    belief = prior[layout]  # a copy, in layout order
+    prior_l, rate_l = belief.copy(), rate[layout]
+    marginal_l = np.zeros(n_q)
+    last_l = np.zeros(n_q)
+    for n in range(len(alive)):
+        c = int(alive[n])
+        b = belief[:c]
+        t = times[block[n]:block[n + 1]]
+        if n > 0:
+            rho = np.exp(-rate_l[:c] * np.maximum(t - last_l[:c], 0.0))[:, None]
+            b *= rho
+            b += (1.0 - rho) * prior_l[:c]
+        event = like[block[n]:block[n + 1]]
+        b *= event
+        z = b.sum(axis=1)
+        dead = z <= _TINY
+        if dead.any():  # evidence impossible under the belief: restart from the evidence alone
+            b[dead] = event[dead]
+            z[dead] = b[dead].sum(axis=1)
+        b /= z[:, None]
+        marginal_l[:c] += np.log(np.maximum(z, _TINY))
+        last_l[:c] = t
+    has_l = counts[layout] > 0
+    at_arr = np.broadcast_to(np.asarray(at, dtype=np.float64), (n_q,))[layout]
+    gap = np.where(has_l & np.isfinite(at_arr), np.maximum(at_arr - last_l, 0.0), 0.0)
+    rho = np.exp(-rate_l * gap)[:, None]
+    belief = np.where(has_l[:, None], rho * belief + (1.0 - rho) * prior_l, belief)
+    out = np.empty_like(belief)
+    out[layout] = belief
+    log_marginal[layout] = marginal_l
+    last_t[layout] = np.where(has_l, last_l, np.nan)
+    return out, log_marginal, last_t
 
 
 def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -253,7 +281,13 @@ def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.nda
         peak = logp.max(axis=1, keepdims=True)
         w = np.where(belief > 0, np.exp(logp - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
         total = w.sum(axis=1, keepdims=True)
-        return np.where(total > 0, w / np.where(total > 0, total, 1.0), belief)
+        out = np.where(total > 0, w / np.where(total > 0, total, 1.0), belief)
+        floor = float(calibration.get("floor") or 0.0)
+        if floor > 0:  # (1-ε) p + ε/K over the options still alive: no live answer reads below ε/K
+            live = out > 0
+            n_live = np.maximum(live.sum(axis=1, keepdims=True), 1)
+            out = np.where(live, (1.0 - floor) * out + floor / n_live, 0.0)
+        return out
     if method == "isotonic":
         xs = np.asarray(calibration["x"], dtype=np.float64)
         ys = np.asarray(calibration["y"], dtype=np.float64)

@@ -60,8 +60,14 @@ def test_the_question_matching_the_task_comes_first(demo):
     assert set(ctx.questions[0].matched) == {"birthday", "dinner"}
     assert "maya" not in ctx.terms  # the subject's own name does not rank
     # a named subject's question before a related subject's, all else equal
-    hops = [q.hop for q in ctx.questions if not q.matched]
+    hops = [q.hop for q in ctx.questions if not (q.matched or q.evidence or q.lexicon)]
     assert hops == sorted(hops)
+
+
+def test_dinner_reaches_the_diet_question_through_its_evidence(demo):
+    diet = next(q for q in context(demo, TASK, at=NOW).questions if q.question == "maya.diet")
+    assert diet.evidence["dinner"]["message"] == "m1"  # "Maya is vegetarian, remember for dinners."
+    assert "dinner in its evidence (“Maya is vegetarian, remember for dinners.”)" in diet.reason
 
 
 @pytest.fixture
@@ -88,6 +94,74 @@ def test_ranking_puts_what_the_task_is_about_first(people):
     assert order.index("ada.home") < order.index("bo.home")  # the same miss: named before related
     order = [q.question for q in context(people, "book a restaurant for Ada's birthday").questions]
     assert order[0] == "bo.restaurant"  # her partner's restaurant matters more than her address
+
+
+@pytest.fixture
+def rue():
+    """One person, four questions; only the evidence read for one of them says "dinner"."""
+    mem = doxa.open(":memory:", log_reads=False)
+    mem.ingest([
+        R.subject("rue", "Rue"), R.source("notes", ["user", "notes"]), R.source("bot", ["assistant", "notes"]),
+        # kinds the task lexicon knows nothing of: only the evidence can tie "dinner" to them
+        R.question("rue.eating", ["vegan", "anything"], kind="eating", subject="rue", text="What does Rue eat?"),
+        R.question("rue.pet", ["dog", "cat"], kind="pet", subject="rue", text="Does Rue have a pet?"),
+        R.question("rue.car", ["yes", "no"], kind="car", subject="rue", text="Does Rue drive?"),
+        R.question("rue.job", ["office", "home"], kind="job", subject="rue", text="Where does Rue work?"),
+        R.message("e1", "notes", "2026-03-01", "Rue is vegan, keep that in mind for dinners."),
+        R.reading("e1", "rue.eating", {"vegan": 0.9, "anything": 0.05}, unclear=0.05),
+        # read for the car, but its reader found it all but unrelated
+        R.message("c1", "notes", "2026-03-02", "Rue's dinner guest parked on the lawn."),
+        R.reading("c1", "rue.car", {"yes": 0.025, "no": 0.025}, unrelated=0.95),
+        # the assistant's own note is never evidence, for ranking neither
+        R.message("b1", "bot", "2026-03-03", "Assistant note: Rue's dog comes to every dinner."),
+        R.reading("b1", "rue.pet", {"dog": 0.9, "cat": 0.05}, unclear=0.05),
+    ])
+    yield mem
+    mem.close()
+
+
+def test_a_task_word_in_a_questions_evidence_ranks_it_above_the_rest(rue):
+    ctx = context(rue, "book a dinner for Rue", at=datetime(2026, 4, 1))
+    order = [q.question for q in ctx.questions]
+    assert order[0] == "rue.eating"
+    eating = ctx.questions[0]
+    assert eating.matched == [] and list(eating.evidence) == ["dinner"]
+    assert "dinner in its evidence (“Rue is vegan, keep that in mind for dinners.”)" in eating.reason
+    # the car's dinner message counts by how related its reader found it: a little, below the diet
+    car = next(q for q in ctx.questions if q.question == "rue.car")
+    assert 0 < car.bm25 < eating.bm25 and "dinner in its evidence" in car.reason
+    pet = next(q for q in ctx.questions if q.question == "rue.pet")
+    assert pet.bm25 == 0 and pet.evidence == {} and "no word of the task matches" in pet.reason
+    # word matching alone cannot tell them apart
+    plain = S.rank_questions(rue.store, ctx.terms, subject_ids=["rue"], evidence=False)
+    assert {r["id"]: r["score"] for r in plain}["rue.eating"] == 0
+
+
+def test_evidence_counts_only_up_to_the_time_asked(rue):
+    before = context(rue, "book a dinner for Rue", at=datetime(2026, 2, 1))
+    assert all(q.bm25 == 0 and not q.evidence for q in before.questions)
+
+
+def test_the_word_in_the_question_itself_outweighs_any_amount_of_evidence(rue):
+    rue.ingest([R.question("rue.venue", ["home", "out"], kind="venue", subject="rue",
+                           text="Where does Rue like to have dinner?")]
+               + [R.message(f"d{i}", "notes", "2026-03-10", f"Dinner {i}: Rue ate the vegan dinner again, dinner")
+                  for i in range(6)]
+               + [R.reading(f"d{i}", "rue.eating", {"vegan": 0.9, "anything": 0.05}, unclear=0.05) for i in range(6)])
+    order = [q.question for q in context(rue, "book a dinner for Rue", at=datetime(2026, 4, 1)).questions]
+    assert order[:2] == ["rue.venue", "rue.eating"]
+
+
+def test_the_task_lexicon_links_words_no_evidence_links(people):
+    people.ingest([R.question("bo.diet", ["vegan", "anything"], kind="diet", subject="bo", text="What does Bo eat?")])
+    ctx = context(people, "dinner with Ada")
+    diet = next(q for q in ctx.questions if q.question == "bo.diet")
+    assert diet.lexicon == ["dinner → diet"] and "dinner → diet by the task lexicon" in diet.reason
+    home = next(q for q in ctx.questions if q.question == "bo.home")
+    assert diet.relevance > home.relevance
+    # a lexicon word counts less than the same word in the task
+    direct = next(q for q in context(people, "diet of Ada").questions if q.question == "bo.diet")
+    assert direct.lexicon == [] and direct.matched == ["diet"]
 
 
 def test_relations_are_followed_in_both_directions_once(people):

@@ -220,7 +220,7 @@ def test_reads_never_change_beliefs_and_each_read_is_logged(small_mem):
     assert small_mem.store.counts()["reads"] == 2 * len(first)
     one = small_mem.belief("maya.diet", at)
     rows = small_mem.store.con.execute(
-        "SELECT question, asked_at, answers, top, p_top, params_version FROM reads ORDER BY id DESC LIMIT 1").fetchall()
+        "SELECT question, asked_at, answers, top, p_top, params_version FROM read_answers ORDER BY read_at DESC LIMIT 1").fetchall()
     question, asked_at, answers_json, top, p_top, version = rows[0]
     assert (question, asked_at, top, version) == ("maya.diet", at, one.top, None)
     assert json.loads(answers_json) == one.answers and p_top == pytest.approx(one.p_top)

@@ -190,3 +190,39 @@ def test_neighbours_go_both_ways(people):
     (maya,) = S.neighbours(people.store, ["sam"])
     assert (maya["id"], maya["forward"]) == ("maya", False)
     assert S.neighbours(people.store, ["maya", "sam"]) == []
+
+
+# ---------------------------------------------------------------------------- ranking questions
+def test_evidence_tf_follows_its_formula():
+    mem = _store_with({"x1": "dinner dinner at eight", "x2": "we had dinners", "x3": "dinner is the thing here ok"})
+    mem.ingest([R.subject("u"), R.question("u.a", ["y", "n"], subject="u"), R.question("u.b", ["y", "n"], subject="u"),
+                R.reading("x1", "u.a", {"y": 0.5, "n": 0.3}, unrelated=0.2),
+                R.reading("x2", "u.a", {"y": 0.9, "n": 0.1}),
+                R.reading("x3", "u.b", {"y": 0.0, "n": 0.0}, unrelated=1.0)])  # wholly unrelated: adds nothing
+    got = S.evidence_term_frequencies(mem.store, ["dinner"], ["u.a", "u.b"])
+    avgdl = (4 + 3 + 6) / 3  # the corpus: the evidence of the questions asked about
+
+    def norm(tf, dl):
+        return tf / (1 - S.B + S.B * dl / avgdl)
+
+    expected = 0.8 * norm(2, 4) + 1.0 * norm(S.VARIANT_WEIGHT, 3)  # "dinners" is a variant
+    assert set(got) == {"u.a"} and math.isclose(got["u.a"]["dinner"][0], expected)
+    assert got["u.a"]["dinner"][1] == "x1"  # the message that adds most
+
+
+def test_without_evidence_or_lexicon_question_ranking_is_plain_bm25():
+    mem = doxa.open(":memory:", log_reads=False)
+    mem.ingest(demo_records())
+    terms = ["birthday", "dinner", "loud"]
+    ranked = S.rank_questions(mem.store, terms, subject_ids=["maya", "sam"], evidence=False, lexicon=False)
+    scores, _ = S.bm25(terms, [S.words(f"{r['text']} {r['kind']}") for r in ranked])
+    assert [r["score"] for r in ranked] == pytest.approx(scores)
+
+
+def test_the_task_lexicon_parses_and_expands_variants_once():
+    lexicon = S.task_lexicon()
+    assert "diet" in lexicon["dinner"]
+    added = S.lexicon_expansions(["dinners", "restaurant"])
+    words = [w for _, w in added]
+    assert ("dinners", "diet") in added and "restaurant" not in words  # already a task word
+    assert len(words) == len(set(words))

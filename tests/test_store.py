@@ -1,0 +1,51 @@
+"""The store's schema versions: an older store is brought up to date on open, losing nothing."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+import doxa
+from doxa.data.store import SCHEMA_VERSION, Store, StoreError
+
+V1_READS = """
+    DROP VIEW read_answers; DROP TABLE reads;
+    CREATE SEQUENCE reads_seq;
+    CREATE TABLE reads (id BIGINT PRIMARY KEY DEFAULT nextval('reads_seq'), question VARCHAR NOT NULL,
+                        asked_at TIMESTAMP NOT NULL, read_at TIMESTAMP NOT NULL, answers VARCHAR NOT NULL,
+                        top VARCHAR NOT NULL, p_top DOUBLE NOT NULL, params_version INTEGER);
+    UPDATE meta SET value = '1' WHERE key = 'schema_version';
+"""
+
+
+def _as_version_1(path, small_records, answers: dict[str, float]):
+    with doxa.open(path) as memory:
+        memory.ingest(small_records)
+        memory.store.con.execute(V1_READS)
+        memory.store.con.execute(
+            "INSERT INTO reads (question, asked_at, read_at, answers, top, p_top) VALUES (?, ?, ?, ?, ?, ?)",
+            ["maya.diet", datetime(2026, 6, 1), datetime(2026, 6, 2), json.dumps(answers), "eats fish", 0.7])
+
+
+def test_a_version_1_store_is_migrated_on_open_keeping_its_read_log(tmp_path, small_records):
+    path = str(tmp_path / "old.duckdb")
+    answers = {"vegetarian": 0.2, "eats fish": 0.7, "eats meat": 0.1}
+    _as_version_1(path, small_records, answers)
+    with doxa.open(path) as memory:
+        con = memory.store.con
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
+        rows = con.execute("SELECT question, probs, top, p_top FROM reads").fetchall()
+        assert rows == [("maya.diet", [0.2, 0.7, 0.1], "eats fish", 0.7)]
+        assert json.loads(con.execute("SELECT answers FROM read_answers").fetchone()[0]) == answers
+        memory.beliefs(at=datetime(2026, 6, 1))  # and the migrated log takes new reads
+        assert memory.store.counts()["reads"] == 1 + len(memory.store.question_table().ids)
+
+
+def test_a_store_from_a_newer_doxa_is_refused_with_the_fix(tmp_path):
+    path = str(tmp_path / "new.duckdb")
+    with Store.open(path) as store:
+        store.con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99.*upgrade doxa"):
+        Store.open(path)
