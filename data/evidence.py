@@ -94,6 +94,7 @@ class Evidence:
     sources: SourceTable
     readers: np.ndarray  # (R,) object reader names
     message: np.ndarray | None = None  # (N,) object message ids, when loaded ``with_messages``
+    message_text: np.ndarray | None = None  # (N,) object their texts, where the loader had them at hand
     at: float = field(default=float("inf"))  # the time evidence was cut at (days)
 
     # Per-row views, for code that prefers them (vectorised gathers, no Python loop).

@@ -38,7 +38,7 @@ FEW_READINGS_SQL = """
 SELECT r.question, epoch_us(r.sent_at) AS t_us, r.source, s.path, coalesce(s.trust, 'NaN'::DOUBLE) AS trust,
        r.reader, hash(r.question, r.fp) AS unit, hash(r.message) & ~65535::UBIGINT AS mh,
        r.unclear, r.unrelated, r.one_off, {prob_cols} {message_col}
-FROM readings r JOIN sources s ON s.id = r.source
+FROM readings r JOIN sources s ON s.id = r.source {message_join}
 WHERE r.counts AND r.sent_at <= ? AND {scope}
 """
 
@@ -138,7 +138,10 @@ def _bulk_rows(store: "Store", cutoff: datetime, prob_cols: str, message_col: st
 def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str, message_col: str):
     """The readings of the questions ``ids`` (sorted), with their sources' facts, in one query."""
     scope, sparams = _scope([], ids, "r.question")
-    cols = store.execute(FEW_READINGS_SQL.format(prob_cols=prob_cols, message_col=message_col, scope=scope),
+    # with the messages, their texts too (the context ranks by them): cheaper here than in a query of its own
+    message_join = "JOIN messages m ON m.id = r.message" if message_col else ""
+    cols = store.execute(FEW_READINGS_SQL.format(prob_cols=prob_cols, scope=scope, message_join=message_join,
+                                                 message_col=message_col + (", m.text" if message_col else "")),
                          [cutoff] + sparams).fetchnumpy()
     qi = np.searchsorted(ids, np.asarray(cols["question"], dtype=object)).astype(np.int64) if len(ids) else \
         np.zeros(0, dtype=np.int64)
@@ -148,6 +151,36 @@ def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str,
     sources = {"id": source_ids, "path": np.asarray(cols["path"], dtype=object)[first],
                "trust": np.asarray(cols["trust"], dtype=np.float64)[first]}
     return cols, qi, si.reshape(-1).astype(np.int64), ri.reshape(-1).astype(np.int64), sources, reader_names
+
+
+def _outcomes(store: "Store", cutoff: datetime, question_ids: list[str] | None, questions) -> dict[str, np.ndarray]:
+    """Settlements (``what`` 0) and rejections (1) up to the cut, each answer as its option's index."""
+    if question_ids is None:
+        s_scope, params = _scope(None, questions.ids, "s.question")
+        return store.execute(
+            f"""SELECT 0 AS what, s.question, epoch(s.settled_at) / 86400.0 AS t,
+                       list_position(q.options, s.answer) - 1 AS a, s.how
+                FROM settlements s JOIN questions q ON q.id = s.question
+                WHERE {s_scope} AND s.settled_at <= ?
+                UNION ALL
+                SELECT 1, r.question, epoch(r.rejected_at) / 86400.0, list_position(q.options, r.answer) - 1, NULL
+                FROM rejections r JOIN questions q ON q.id = r.question
+                WHERE {s_scope.replace("s.question", "r.question")} AND r.rejected_at <= ?
+                ORDER BY what, question, t, a""", [cutoff, cutoff]).fetchnumpy()
+    # a few questions: their options are at hand, so no join to the questions table
+    scope, params = _scope(question_ids, questions.ids, "question")
+    rows = store.execute(
+        f"""SELECT 0 AS what, question, epoch(settled_at) / 86400.0 AS t, answer, how FROM settlements
+            WHERE {scope} AND settled_at <= ?
+            UNION ALL
+            SELECT 1, question, epoch(rejected_at) / 86400.0, answer, NULL FROM rejections
+            WHERE {scope} AND rejected_at <= ?""", params + [cutoff] + params + [cutoff]).fetchall()
+    position = {qid: i for i, qid in enumerate(questions.ids.tolist())}
+    rows = sorted((what, q, t, questions.options[position[q]].index(answer), how) for what, q, t, answer, how in rows)
+    columns = list(zip(*rows)) if rows else [[], [], [], [], []]
+    return {"what": np.asarray(columns[0], dtype=np.int64), "question": np.asarray(columns[1], dtype=object),
+            "t": np.asarray(columns[2], dtype=np.float64), "a": np.asarray(columns[3], dtype=np.int64),
+            "how": np.asarray(columns[4], dtype=object)}
 
 
 def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool,
@@ -176,20 +209,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
     source_rank, source_index = _compact(si, len(sources["id"]))
     reader_rank, reader_index = _compact(ri, len(reader_names))
 
-    s_scope, s_params = _scope(question_ids, ids, "s.question")
-    r_scope, r_params = _scope(question_ids, ids, "r.question")
-    outcomes = store.execute(
-        f"""SELECT 0 AS what, s.question, epoch(s.settled_at) / 86400.0 AS t,
-                   list_position(q.options, s.answer) - 1 AS a, s.how
-            FROM settlements s JOIN questions q ON q.id = s.question
-            WHERE {s_scope} AND s.settled_at <= ?
-            UNION ALL
-            SELECT 1, r.question, epoch(r.rejected_at) / 86400.0, list_position(q.options, r.answer) - 1, NULL
-            FROM rejections r JOIN questions q ON q.id = r.question
-            WHERE {r_scope} AND r.rejected_at <= ?
-            ORDER BY what, question, t, a""",
-        s_params + [cutoff] + r_params + [cutoff],
-    ).fetchnumpy()
+    outcomes = _outcomes(store, cutoff, question_ids, questions)
     what = np.asarray(outcomes["what"])
     outcome_q = np.searchsorted(ids, np.asarray(outcomes["question"], dtype=object)) if len(what) else np.zeros(0)
     settled, rejected = what == 0, what == 1
@@ -226,6 +246,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
         ),
         readers=np.asarray(reader_names, dtype=object)[reader_rank],
         message=_take(cols["message"], keep, object) if with_messages else None,
+        message_text=_take(cols["text"], keep, object) if "text" in cols else None,
         at=to_days(at) if at is not None else float("inf"),
     )
 

@@ -450,17 +450,21 @@ def lexicon_expansions(terms: list[str]) -> list[tuple[str, str]]:
     return [(term, word) for word, term in out.items()]
 
 
-def evidence_units(evidence: "Evidence") -> list[tuple[str, str, float]]:
-    """``(question, message, 1 − unrelated)`` of every counted reading of evidence loaded ``with_messages``."""
+def evidence_units(evidence: "Evidence") -> list[tuple]:
+    """``(question, message, 1 − unrelated[, text])`` of every counted reading of evidence loaded
+    ``with_messages`` (the text where the loader had it)."""
     if evidence.message is None:
         raise ValueError("evidence_units needs evidence loaded with_messages=True")
-    return list(zip(evidence.questions.ids[evidence.q].tolist(), evidence.message.tolist(),
-                    (1.0 - evidence.unrelated).tolist()))
+    columns = [evidence.questions.ids[evidence.q].tolist(), evidence.message.tolist(),
+               (1.0 - evidence.unrelated).tolist()]
+    if evidence.message_text is not None:
+        columns.append(evidence.message_text.tolist())
+    return list(zip(*columns))
 
 
 def evidence_term_frequencies(
     store: "Store", terms: list[str], question_ids: list[str], *, at: datetime | None = None,
-    units: list[tuple[str, str, float]] | None = None,
+    units: list[tuple] | None = None,
 ) -> dict[str, dict[str, tuple[float, str, str]]]:
     """How much of each question's evidence uses each query term: ``{question: {term: (tf, message, text)}}``.
 
@@ -487,9 +491,12 @@ def evidence_term_frequencies(
     units = [u for u in units if u[0] in wanted]
     if not units:
         return {}
-    found = dict(store.execute("SELECT id, text FROM messages WHERE id IN (SELECT unnest(?))",
-                               [sorted({m for _, m, _ in units})]).fetchall())
-    rows = [(question, message, rel, found[message]) for question, message, rel in units]
+    if len(units[0]) == 4:
+        rows = units
+    else:
+        found = dict(store.execute("SELECT id, text FROM messages WHERE id IN (SELECT unnest(?))",
+                                   [sorted({u[1] for u in units})]).fetchall())
+        rows = [(question, message, rel, found[message]) for question, message, rel in units]
     if not rows:
         return {}
     texts = {message: text for _, message, _, text in rows}
