@@ -12,9 +12,11 @@ What it does:
 2. ingests the file through the real path, ``Store.ingest_lines`` (validation, reference
    checks, one transaction), and reports records/s and peak memory; then ingests a
    small batch into the full store (an agent's everyday ingest) and the same batch again;
-3. times every belief at once in-process (``Memory.beliefs`` with its read log), split
-   into load (SQL → arrays), model inputs, the forward filter, building the Python
-   results and logging the reads; and the pure scorer over already loaded evidence;
+3. times every belief at once in-process (``Memory.beliefs`` with its read log; it returns
+   a columnar ``BeliefList``), then turning all of them into ``Belief`` objects or dicts,
+   split into load (SQL → arrays), model inputs, the forward filter, the result and
+   logging the reads; and the pure scorer over already loaded evidence. Wall and CPU
+   seconds are both printed: on a shared machine the CPU time is the steadier figure;
 4. times ``doxa belief Q`` as a fresh process (median of several runs) and lists the
    heaviest imports from ``python -X importtime``.
 
@@ -243,7 +245,8 @@ def bench_beliefs(db: str, repeats: int) -> dict[str, tuple[float, float]]:
         for _ in range(repeats):
             found = timed("beliefs() total, with read log", mem.beliefs, at=AT)
         n_beliefs = len(found)
-        timed("  then all 100k Belief objects (list(found))", list, found)
+        timed("  then every Belief object (list(found))", list, found)
+        timed("  or every belief as a dict (found.to_dicts())", found.to_dicts)
         mem.log_reads = False
         for _ in range(repeats):
             timed("beliefs() total, no read log", mem.beliefs, at=AT)

@@ -111,11 +111,11 @@ def beliefs(
     moment = parse_at(at)
     mem = open_memory(db)
     found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
+    if as_json:
+        emit_json(found.to_dicts()[:limit] if limit else found.to_dicts())
+        return
     if limit:
         found = found[:limit]
-    if as_json:
-        emit_json([b.to_dict() for b in found])
-        return
     console().print(_belief_table(found, f"{len(found)} belief(s)" + (f" about {subject}" if subject else "")))
 
 

@@ -9,7 +9,7 @@ task, :func:`context`
    be at the dinner: no search on "Maya" finds that Sam is vegetarian);
 3. ranks those subjects' questions by relevance to the task::
 
-       relevance = (FLOOR + score / max score) · HOP_DECAY ** hop
+       relevance = (FLOOR · (2 if score > 0 else 1) + score / max score) · HOP_DECAY ** hop
        score(d)  = Σ_q w_q · idf(q) · (S(tf_own(q, d)) + EVIDENCE_WEIGHT · S(tf_ev(q, d)))
 
    over the task's words (without the subjects' own names, which every candidate shares,
@@ -21,7 +21,9 @@ task, :func:`context`
    "dinner" reaches "What does Maya eat?" through the note "Maya is vegetarian, remember
    for dinners." read for it. A question matching the task comes first, a question of a
    named subject before the same of a related one, and a related subject's question that
-   matches the task before a named subject's question that matches nothing;
+   matches the task at all (even through the lexicon alone) before a named subject's
+   question that matches nothing: a match lifts its question by one more FLOOR, which one
+   hop's halving cannot undo;
 4. returns every answer of each with its probability, an ``ask`` flag where the top
    answer is below the act threshold (an uncertain answer is shown as uncertain, not
    hidden), and a one-line reason;
@@ -43,7 +45,8 @@ from doxa.data import search
 
 from .memory import Belief, Memory, utc_now
 
-#: Weight of a question that matches no word of the task, relative to the best match.
+#: Weight of a question that matches no word of the task, relative to the best match (a
+#: question that matches anything gets twice that, plus its share of the best score).
 FLOOR = 0.1
 #: Each hop along a relation halves a question's relevance.
 HOP_DECAY = 0.5
@@ -205,7 +208,7 @@ def context(
         subject = by_subject.get(r["subject"])
         hop = subject["hop"] if subject else None
         rel = (r["score"] / best) if best > 0 else 0.0
-        relevance = (FLOOR + rel) * (HOP_DECAY ** (hop or 0))
+        relevance = (FLOOR * (2.0 if r["score"] > 0 else 1.0) + rel) * (HOP_DECAY ** (hop or 0))
         scored.append((relevance, hop if hop is not None else 9, r, subject))
     scored.sort(key=lambda x: (-x[0], x[1], x[2]["id"]))
     truncated = 0

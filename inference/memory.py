@@ -135,6 +135,20 @@ class BeliefList(Sequence):
     def __iter__(self):
         return (self._make(i) for i in range(len(self)))
 
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """``[b.to_dict() for b in self]``, built straight from the arrays (several times faster)."""
+        qt, beliefs = self.questions, self.beliefs
+        rejected = self._rejections()
+        probs, p_top, top, act = self.probs.tolist(), self.p_top.tolist(), self.top_index.tolist(), self.act.tolist()
+        n_evidence, n_settled = beliefs.n_evidence.tolist(), beliefs.n_settled.tolist()
+        ids, texts, subjects, kinds = qt.ids.tolist(), qt.texts.tolist(), qt.subjects.tolist(), qt.kinds.tolist()
+        return [{"question": str(ids[i]), "at": self._stamp, "answers": dict(zip(options, probs[i])),
+                 "top": options[top[i]] if p_top[i] > 0 else None, "p_top": p_top[i], "act": act[i],
+                 "params_version": self.params_version, "text": str(texts[i]), "subject": subjects[i],
+                 "kind": str(kinds[i]), "n_evidence": n_evidence[i], "n_settled": n_settled[i],
+                 "rejected": list(rejected.get(i, []))}
+                for i, options in enumerate(qt.options)]
+
     def _rejections(self) -> dict[int, list[str]]:
         if self._rejected is None:
             ev = self.beliefs.evidence

@@ -221,3 +221,12 @@ def test_cli_context_json(tmp_path):
     assert out["instructions"][0]["conflict"]["ask_user"].endswith("?")
     text = runner.invoke(app, ["context", TASK, "--db", db, "--at", DEMO_NOW])
     assert text.exit_code == 0 and "Keep following" in text.output and "sam.diet" in text.output
+
+
+def test_a_related_subjects_question_that_matches_at_all_ranks_above_a_named_one_that_matches_nothing(demo):
+    ctx = context(demo, "book Maya's birthday dinner", at=NOW)
+    order = [q.question for q in ctx.questions]
+    sam = ctx.questions[order.index("sam.diet")]
+    assert sam.hop == 1 and sam.bm25 > 0 and sam.matched == [] and sam.lexicon == ["dinner → diet"]
+    unmatched = [q for q in ctx.questions if q.hop == 0 and q.bm25 == 0]
+    assert unmatched and all(order.index("sam.diet") < order.index(q.question) for q in unmatched)

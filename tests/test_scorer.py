@@ -252,3 +252,15 @@ def test_unknown_question_or_subject_is_a_clear_error(small_mem):
         small_mem.belief("maya.dite")
     with pytest.raises(StoreError, match="no subject 'mya'"):
         small_mem.beliefs("mya")
+
+
+def test_many_beliefs_come_as_a_sequence_that_builds_each_belief_on_demand(small_mem):
+    at = datetime(2026, 6, 1)
+    found = small_mem.beliefs(at=at)
+    one_by_one = [small_mem.belief(b.question, at) for b in found]
+    assert len(found) == len(one_by_one) > 1
+    assert [b.to_dict() for b in found] == [b.to_dict() for b in one_by_one] == found.to_dicts()
+    assert found[-1].to_dict() == found[len(found) - 1].to_dict() and [b.question for b in found[1:3]] == [
+        b.question for b in one_by_one[1:3]]
+    with pytest.raises(IndexError):
+        found[len(found)]
