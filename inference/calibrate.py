@@ -16,10 +16,14 @@ the form the scorer applies (:func:`doxa.inference.scorer.apply_calibration`):
   predictions on.
 
 Both parameters of the temperature maps are fitted by maximum a posteriori with weak
-priors (``log T ~ N(0, 1)``, ``ε ~ Beta(2, 38)``) so a handful of settlements cannot
-push them to extremes. By default the floor is always part of the temperature map (a few
-settlements without a confident miss do not show there are none); the method is then
-chosen between temperature+floor and isotonic by cross-validation.
+priors (``log T ~ N(0, 2)``, ``ε ~ Beta(2, 58)``) so a handful of settlements cannot
+push them to extremes. The two trade off on little data (a softer ``T`` and a larger ``ε``
+both pay for a confident miss): the floor's prior keeps it a small hedge (mode 1/58),
+and the temperature's is wide because evidence from many sources that err together is
+often overconfident by a factor of several in log-odds (``T`` of 3-4 on crowd labels).
+By default the floor is always part of the temperature map (a few settlements without a
+confident miss do not show there are none); the method is then chosen between
+temperature+floor and isotonic by cross-validation.
 
 The method is chosen by cross-validated log-loss among none / temperature / isotonic,
 and the "after" figures reported are the cross-validated ones, not the fit's own.
@@ -94,8 +98,8 @@ def metrics(probs: np.ndarray, answer: np.ndarray) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------- maps
-LOG_T_PRIOR_SD = 1.0
-FLOOR_PRIOR = (2.0, 38.0)  # mean 0.05, mode 0.027: a few settlements cannot rule out confident misses
+LOG_T_PRIOR_SD = 2.0  # T within ×7 of 1 at one sd: many sources erring together can need T of 3-4
+FLOOR_PRIOR = (2.0, 58.0)  # mean 0.033, mode 0.017: a few settlements cannot rule out confident misses
 
 
 def apply_calibration(calibration: dict[str, Any], probs: np.ndarray) -> np.ndarray:

