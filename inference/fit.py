@@ -400,10 +400,17 @@ def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: d
     """Do sources state some answers more often than one number of trust explains?
 
     For every (source, kind) with at least ``min_readings`` readings, compare what its
-    messages stated (Σ r̃) with what the one-number model predicted from the belief just
-    before each message (``m/K + (1-m)(α b_c + (1-α)(1-b_c)/(K-1))``): Pearson's X²
-    over options, summed over pairs, against its degrees of freedom. ``z`` is the
-    excess in standard deviations (X² ≈ df ± √(2 df) when trust is one number).
+    messages stated with what the one-number model predicted from the belief just before
+    each message, ``e_c = m/K + (1-m)(α b_c + (1-α)(1-b_c)/(K-1))``: Pearson's X² over
+    options, summed over pairs, against its degrees of freedom. ``z`` is the excess in
+    standard deviations (X² ≈ df ± √(2 df) when trust is one number).
+
+    What a message stated is read through the reader: its tempered output ``r̃`` is a
+    likelihood over the stated option, so each message counts as the posterior
+    ``r̃_c e_c / Σ r̃ e`` (whose expectation is ``e`` when the model holds). For certain
+    readings (crowd labels) that is ``r̃`` itself; summing soft readings as they are
+    would pull every source toward uniform statements and look like bias (z in the
+    hundreds at 1M simulated readings with no biased source).
     """
     derived = derived_from_document(structure, {**document, "confusion": {}})
     result, stream = bm.filter_evidence(evidence, structure, derived)
@@ -421,7 +428,10 @@ def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: d
     keys, group, counts = np.unique(key, return_inverse=True, return_counts=True)
     observed_sum = np.zeros((len(keys), b.shape[1]))
     expected_sum = np.zeros_like(observed_sum)
-    np.add.at(observed_sum, group, r_t)
+    joint = np.where(valid, r_t * expected, 0.0)
+    total = joint.sum(axis=1, keepdims=True)
+    stated = np.where(total > 0, joint / np.where(total > 0, total, 1.0), r_t)
+    np.add.at(observed_sum, group, stated)
     np.add.at(expected_sum, group, expected)
     enough = counts >= min_readings
     with np.errstate(divide="ignore", invalid="ignore"):
