@@ -101,6 +101,7 @@ def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *,
          subjects: list[str] | None = None) -> Evidence:
     # A few questions: DuckDB's thread start-up costs more than the work (−40% wall measured).
     scoped = question_ids is not None or subjects is not None
+    # a subject has a few dozen questions at most in practice: count it as 20
     small = scoped and len(question_ids or []) + 20 * len(subjects or []) <= SMALL_SCOPE
     if small:
         store.con.execute("SET threads = 1")
