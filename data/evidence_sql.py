@@ -99,17 +99,11 @@ def _scope(question_ids: list[str] | None, active_ids: np.ndarray, column: str) 
 
 def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool,
          subjects: list[str] | None = None) -> Evidence:
-    # A few questions: DuckDB's thread start-up costs more than the work (−40% wall measured).
     scoped = question_ids is not None or subjects is not None
     # a subject has a few dozen questions at most in practice: count it as 20
     small = scoped and len(question_ids or []) + 20 * len(subjects or []) <= SMALL_SCOPE
-    if small:
-        store.con.execute("SET threads = 1")
-    try:
-        return _load(store, at, question_ids, with_messages=with_messages, subjects=subjects)
-    finally:
-        if small:
-            store.con.execute("RESET threads")
+    store.use_one_thread(small)  # a few questions: threads' start-up costs more than the work
+    return _load(store, at, question_ids, with_messages=with_messages, subjects=subjects)
 
 
 #: Up to this many questions are loaded on one DuckDB thread.

@@ -171,6 +171,7 @@ def search_messages(
     terms = list(dict.fromkeys(t for t in terms if t))
     if not terms or limit <= 0:
         return []
+    store.use_one_thread(False)  # a scan of the whole term index: every core helps
     filters = []
     if subject is not None:
         filters.append(f"mt.message IN ({_subject_mentions_sql(subject)})")
