@@ -86,10 +86,8 @@ def _first_copies(unit: np.ndarray) -> np.ndarray:
     return np.sort(np.unique(unit, return_index=True)[1])
 
 
-def _scope(question_ids: list[str] | None, active_ids: np.ndarray, column: str) -> tuple[str, list[Any]]:
-    """SQL predicate: ``column`` names one of the loaded (active) questions."""
-    if question_ids is None:
-        return f"{column} IN (SELECT id FROM questions WHERE status = 'active')", []
+def _scope(active_ids: np.ndarray, column: str) -> tuple[str, list[Any]]:
+    """SQL predicate: ``column`` names one of the loaded (active) questions ``active_ids``."""
     if len(active_ids) == 0:
         return "false", []
     # a semi-join against the unnested list: list_contains, or an IN list of literals, plans and
@@ -132,7 +130,7 @@ def _bulk_rows(store: "Store", cutoff: datetime, prob_cols: str, message_col: st
 
 def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str, message_col: str):
     """The readings of the questions ``ids`` (sorted), with their sources' facts, in one query."""
-    scope, sparams = _scope([], ids, "r.question")
+    scope, sparams = _scope(ids, "r.question")
     # with the messages, their texts too (the context ranks by them): cheaper here than in a query of its own
     message_join = "JOIN messages m ON m.id = r.message" if message_col else ""
     cols = store.execute(FEW_READINGS_SQL.format(prob_cols=prob_cols, scope=scope, message_join=message_join,
@@ -151,19 +149,18 @@ def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str,
 def _outcomes(store: "Store", cutoff: datetime, question_ids: list[str] | None, questions) -> dict[str, np.ndarray]:
     """Settlements (``what`` 0) and rejections (1) up to the cut, each answer as its option's index."""
     if question_ids is None:
-        s_scope, params = _scope(None, questions.ids, "s.question")
         return store.execute(
-            f"""SELECT 0 AS what, s.question, epoch(s.settled_at) / 86400.0 AS t,
-                       list_position(q.options, s.answer) - 1 AS a, s.how
-                FROM settlements s JOIN questions q ON q.id = s.question
-                WHERE {s_scope} AND s.settled_at <= ?
-                UNION ALL
-                SELECT 1, r.question, epoch(r.rejected_at) / 86400.0, list_position(q.options, r.answer) - 1, NULL
-                FROM rejections r JOIN questions q ON q.id = r.question
-                WHERE {s_scope.replace("s.question", "r.question")} AND r.rejected_at <= ?
-                ORDER BY what, question, t, a""", [cutoff, cutoff]).fetchnumpy()
+            """SELECT 0 AS what, s.question, epoch(s.settled_at) / 86400.0 AS t,
+                      list_position(q.options, s.answer) - 1 AS a, s.how
+               FROM settlements s JOIN questions q ON q.id = s.question
+               WHERE q.status = 'active' AND s.settled_at <= ?
+               UNION ALL
+               SELECT 1, r.question, epoch(r.rejected_at) / 86400.0, list_position(q.options, r.answer) - 1, NULL
+               FROM rejections r JOIN questions q ON q.id = r.question
+               WHERE q.status = 'active' AND r.rejected_at <= ?
+               ORDER BY what, question, t, a""", [cutoff, cutoff]).fetchnumpy()
     # a few questions: their options are at hand, so no join to the questions table
-    scope, params = _scope(question_ids, questions.ids, "question")
+    scope, params = _scope(questions.ids, "question")
     rows = store.execute(
         f"""SELECT 0 AS what, question, epoch(settled_at) / 86400.0 AS t, answer, how FROM settlements
             WHERE {scope} AND settled_at <= ?

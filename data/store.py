@@ -228,44 +228,11 @@ class Store:
                        include_inactive: bool = False) -> QuestionTable:
         """Questions (active ones unless ``include_inactive``) in id order: all of them, or those
         named in ``ids`` together with every question about one of ``subjects``."""
-        where = [] if include_inactive else ["status = 'active'"]
-        params: list[Any] = []
-        if ids is not None or subjects is not None:
-            ids, subjects = list(ids or []), list(subjects or [])
-            chosen = (["id IN (SELECT unnest(?))"] if ids else []) + (["subject IN (SELECT unnest(?))"] if subjects
-                                                                       else [])
-            params = [x for x in (ids, subjects) if x]
-            where.append(f"({' OR '.join(chosen) or 'false'})")
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        key = "kind || chr(31) || array_to_string(options, chr(31))"
-        if ids is not None:  # a few questions: one query, each with its own options list
-            # the status test runs in numpy: in SQL it costs more than the rest of the query
-            where = clause.replace("WHERE status = 'active' AND ", "WHERE ", 1) if not include_inactive else clause
-            cols = self.execute(
-                f"SELECT id, subject, kind, text, shape, options, {key} AS options_key, status FROM questions "
-                f"{where} ORDER BY id", params).fetchnumpy()
-            if not include_inactive:
-                active = np.flatnonzero(np.asarray(cols["status"], dtype=object) == "active")
-                cols = {name: np.asarray(values, dtype=object)[active] for name, values in cols.items()}
-            options = [list(o) for o in cols["options"]]
-            keys = np.asarray(cols["options_key"], dtype=object)
-            group_of = np.unique(keys.astype(str), return_inverse=True)[1].reshape(-1) if len(keys) else \
-                np.zeros(0, dtype=np.int64)
+        if ids is None and subjects is None:
+            cols, options, keys, group_of = self._all_questions(include_inactive)
         else:
-            cols = self.execute(
-                f"SELECT id, subject, kind, text, shape, hash(kind, options) AS g FROM questions {clause} ORDER BY id",
-                params).fetchnumpy()
-            # questions of one kind mostly share their options: fetch each distinct list once
-            # (100,000 per-question lists cost ~0.3 s to bring into Python)
-            group_hash, group_of = np.unique(np.asarray(cols["g"], dtype=np.uint64), return_inverse=True)
-            groups = self.execute(
-                f"""SELECT DISTINCT ON (hash(kind, options)) hash(kind, options) AS g, options, {key} AS options_key
-                    FROM questions {clause} ORDER BY g""", params).fetchnumpy()
-            assert np.array_equal(np.asarray(groups["g"], dtype=np.uint64), group_hash)
-            group_options = [list(o) for o in groups["options"]]
-            group_of = group_of.reshape(-1)
-            options = [group_options[g] for g in group_of.tolist()]
-            keys = np.asarray(groups["options_key"], dtype=object)[group_of]
+            cols, options, keys, group_of = self._some_questions(list(ids or []), list(subjects or []),
+                                                                 include_inactive)
         return QuestionTable(
             ids=np.asarray(cols["id"], dtype=object),
             subjects=np.asarray(cols["subject"], dtype=object),
@@ -273,11 +240,46 @@ class Store:
             texts=np.asarray(cols["text"], dtype=object),
             shapes=np.asarray(cols["shape"], dtype=object),
             options=options,
-            n_options=np.asarray([len(o) for o in options], dtype=np.int64) if ids is not None else
-            np.asarray([len(o) for o in group_options], dtype=np.int64)[group_of],
+            n_options=np.asarray([len(o) for o in options], dtype=np.int64),
             options_key=keys,
             option_group=group_of.astype(np.int64),
         )
+
+    _OPTIONS_KEY = "kind || chr(31) || array_to_string(options, chr(31))"
+
+    def _all_questions(self, include_inactive: bool):
+        where = "" if include_inactive else "WHERE status = 'active'"
+        cols = self.execute(
+            f"SELECT id, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where} ORDER BY id"
+        ).fetchnumpy()
+        # questions of one kind mostly share their options: fetch each distinct list once
+        # (100,000 per-question lists cost ~0.3 s to bring into Python)
+        group_hash, group_of = np.unique(np.asarray(cols["g"], dtype=np.uint64), return_inverse=True)
+        groups = self.execute(
+            f"""SELECT DISTINCT ON (hash(kind, options)) hash(kind, options) AS g, options,
+                       {self._OPTIONS_KEY} AS options_key
+                FROM questions {where} ORDER BY g""").fetchnumpy()
+        assert np.array_equal(np.asarray(groups["g"], dtype=np.uint64), group_hash)
+        group_options = [list(o) for o in groups["options"]]
+        group_of = group_of.reshape(-1)
+        options = [group_options[g] for g in group_of.tolist()]  # shared lists: read, never change
+        return cols, options, np.asarray(groups["options_key"], dtype=object)[group_of], group_of
+
+    def _some_questions(self, ids: list[str], subjects: list[str], include_inactive: bool):
+        """A few questions: one query, each with its own options list."""
+        chosen = (["id IN (SELECT unnest(?))"] if ids else []) + (["subject IN (SELECT unnest(?))"] if subjects
+                                                                   else [])
+        cols = self.execute(
+            f"SELECT id, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
+            f"FROM questions WHERE {' OR '.join(chosen) or 'false'} ORDER BY id",
+            [x for x in (ids, subjects) if x]).fetchnumpy()
+        if not include_inactive:  # in numpy: the status test costs more in SQL than the rest of the query
+            active = np.flatnonzero(np.asarray(cols["status"], dtype=object) == "active")
+            cols = {name: np.asarray(values, dtype=object)[active] for name, values in cols.items()}
+        keys = np.asarray(cols["options_key"], dtype=object)
+        group_of = (np.unique(keys.astype(str), return_inverse=True)[1].reshape(-1) if len(keys)
+                    else np.zeros(0, dtype=np.int64))
+        return cols, [list(o) for o in cols["options"]], keys, group_of
 
     def load_evidence(
         self,

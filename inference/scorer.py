@@ -82,11 +82,7 @@ class Beliefs:
 def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """``π`` (Q, K_max) and ``λ`` (Q,), computed once per distinct (kind, options)."""
     qt = evidence.questions
-    n_q, k_max = len(qt.ids), qt.k_max
-    prior = np.zeros((n_q, k_max))
-    rate = np.zeros(n_q)
-    if n_q == 0:
-        return prior, rate
+    k_max = qt.k_max
     first, group = qt.option_groups()
     group_prior = np.zeros((len(first), k_max))
     group_rate = np.zeros(len(first))
@@ -94,9 +90,7 @@ def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndar
         k = int(qt.n_options[i])
         group_prior[g, :k] = P.kind_prior(params, str(qt.kinds[i]), qt.options[i])
         group_rate[g] = P.kind_change_rate(params, str(qt.kinds[i]))
-    prior = np.take(group_prior, group, axis=0)
-    rate = np.take(group_rate, group)
-    return prior, rate
+    return np.take(group_prior, group, axis=0), np.take(group_rate, group)
 
 
 def source_trust(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
