@@ -195,8 +195,8 @@ def context(
     if subjects:
         # one load serves both the ranking (the words of each question's evidence) and the beliefs
         extra_ids = [q for q in dict.fromkeys(rests) if statuses.get(q) == "active"]
-        at, loaded, _, _, scored_beliefs = memory._score(extra_ids, at, with_messages=True, subjects=list(by_subject))
-        all_beliefs = memory._beliefs_from(at, scored_beliefs, act_at)
+        all_beliefs, loaded = memory.scored(extra_ids, at, subjects=list(by_subject), act_at=act_at,
+                                            with_messages=True)
         ranked = search.rank_questions(store, terms, subject_ids=list(by_subject), at=at, loaded=loaded)
     else:
         note = ("no subject named in the task: give a subject's name or alias (`doxa beliefs` lists "
@@ -223,7 +223,7 @@ def context(
     else:  # log the reads the context answers with: the questions it returns and what instructions rest on
         position = {qid: i for i, qid in enumerate(all_beliefs.question_ids.tolist())}
         found = [all_beliefs[position[q]] for q in dict.fromkeys(wanted + extra_ids) if q in position]
-        memory._log(at, found)
+        memory.log(at, found)
     beliefs: dict[str, Belief] = {b.question: b for b in found}
 
     questions = []

@@ -221,6 +221,19 @@ class Memory:
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
+    def scored(self, question_ids: list[str] | None = None, at: datetime | None = None, *,
+               subjects: list[str] | None = None, act_at: float | None = None,
+               with_messages: bool = False) -> tuple["BeliefList", Any]:
+        """Beliefs of ``question_ids`` and of every question about ``subjects``, with the evidence
+        they were computed from (``with_messages``: message ids and texts too). Nothing is logged:
+        log what is answered with :meth:`log`."""
+        at, evidence, _, _, beliefs = self._score(question_ids, at, with_messages=with_messages, subjects=subjects)
+        return self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at), evidence
+
+    def log(self, at: datetime, found: "Sequence[Belief]") -> None:
+        """Record these beliefs in the read log (when logging is on), as every read does."""
+        self._log(at, found)
+
     def _log(self, at: datetime, found: "Sequence[Belief]") -> None:
         if not self.log_reads or not len(found):
             return
