@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -83,7 +84,7 @@ def ece_noise_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float
     return float(np.mean(values))
 
 
-def baselines(triples, options, items, truth) -> dict[str, dict[str, float]]:
+def baselines(triples, options, items, truth) -> tuple[dict[str, dict[str, float]], np.ndarray]:
     import pandas as pd
     from crowdkit.aggregation import DawidSkene
 
@@ -91,7 +92,17 @@ def baselines(triples, options, items, truth) -> dict[str, dict[str, float]]:
     counts = pd.crosstab(df["task"], df["label"]).reindex(index=items, columns=options, fill_value=0).to_numpy(float)
     mv = counts / counts.sum(1, keepdims=True)
     ds = DawidSkene(n_iter=100).fit_predict_proba(df).reindex(index=items, columns=options).fillna(0.0).to_numpy()
-    return {"majority vote": scores(mv, truth), "Dawid–Skene": scores(ds, truth)}
+    return {"majority vote": scores(mv, truth), "Dawid–Skene": scores(ds, truth)}, ds
+
+
+def mcnemar_p(only_a: int, only_b: int) -> float:
+    """Exact two-sided McNemar test: items one method gets right and the other wrong, split
+    ``only_a`` / ``only_b``; under "equally accurate" each discordant item is a fair coin."""
+    n, low = only_a + only_b, min(only_a, only_b)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(low + 1)) / 2.0 ** n
+    return min(1.0, 2.0 * tail)
 
 
 def run_one(name: str, seed: int, fit_options: dict) -> dict:
@@ -121,10 +132,14 @@ def run_one(name: str, seed: int, fit_options: dict) -> dict:
     held = calibrated[rows][:, : len(options)]
     out = {"doxa": scores(held, truth),
            "doxa (no map)": scores(beliefs.raw[rows][:, : len(options)], truth)}
-    out.update(baselines(triples, options, hidden, truth))
+    baseline_scores, ds_probs = baselines(triples, options, hidden, truth)
+    out.update(baseline_scores)
+    doxa_right, ds_right = held.argmax(1) == truth, ds_probs.argmax(1) == truth
     diag = result.document["diagnostics"]
     out["_info"] = {"ece_floor": ece_noise_floor(held / held.sum(1, keepdims=True)), "seconds": seconds, "steps": diag["steps"], "confusion": diag["confusion"],
-                    "calibration": result.document["calibration"]["method"], "bias_z": (diag.get("bias_check") or {}).get("z")}
+                    "calibration": result.document["calibration"]["method"], "bias_z": (diag.get("bias_check") or {}).get("z"),
+                    "only_doxa_right": int((doxa_right & ~ds_right).sum()), "only_ds_right": int((ds_right & ~doxa_right).sum()),
+                    "predictions": len(hidden)}
     return out
 
 
@@ -164,6 +179,13 @@ def markdown(results: dict[str, list[dict]], n_seeds: int) -> str:
                 cells.append(f"{vals.mean():.3f} ± {vals.std():.3f}" if np.all(np.isfinite(vals))
                              else f"{np.nanmean(vals):.3f} (∞ in {int((~np.isfinite(vals)).sum())})")
             lines.append(f"| {name} | {method} | " + " | ".join(cells) + " |")
+    lines += ["", "Accuracy, item by item (McNemar, all seeds pooled): items only doxa gets right / only "
+                  "Dawid–Skene gets right, and the exact two-sided p of that split if both were equally accurate."]
+    for name, runs in results.items():
+        a = sum(r["_info"]["only_doxa_right"] for r in runs)
+        b = sum(r["_info"]["only_ds_right"] for r in runs)
+        n_pred = sum(r["_info"]["predictions"] for r in runs)
+        lines.append(f"- {name}: {a} / {b} of {n_pred} predictions, p = {mcnemar_p(a, b):.2f}")
     seconds = [r["_info"]["seconds"] for runs in results.values() for r in runs]
     floors = ", ".join(f"{name} {np.mean([r['_info']['ece_floor'] for r in runs]):.3f}"
                        for name, runs in results.items())
@@ -177,4 +199,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["load_set", "records", "run_one", "main"]
+__all__ = ["load_set", "records", "run_one", "mcnemar_p", "main"]

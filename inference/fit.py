@@ -47,6 +47,43 @@ class _Run:
     seconds: float
 
 
+class Adam:
+    """Adam (Kingma & Ba 2015, "Adam: a method for stochastic optimization") over a list of tensors.
+
+    ``m ← β₁m + (1-β₁)g``, ``v ← β₂v + (1-β₂)g²``, ``θ ← θ - lr·(m/(1-β₁ᵗ)) / (√(v/(1-β₂ᵗ)) + ε)``:
+    the same update as ``torch.optim.Adam`` with its defaults. Written out because the
+    first ``torch.optim`` step imports ``torch._dynamo``, 1.5–6 s of every ``doxa train``
+    process, for features (compilation, fused kernels) a few small tensors do not need.
+    """
+
+    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8):
+        self.params = list(params)
+        self.lr = lr
+        self.betas = betas
+        self.eps = eps
+        self.steps = 0
+        self._m = [torch.zeros_like(p) for p in self.params]
+        self._v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.steps += 1
+        beta1, beta2 = self.betas
+        step_size = self.lr / (1 - beta1 ** self.steps)
+        root_correction = math.sqrt(1 - beta2 ** self.steps)
+        for p, m, v in zip(self.params, self._m, self._v):
+            if p.grad is None:
+                continue
+            m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            p.addcdiv_(m, (v.sqrt() / root_correction).add_(self.eps), value=-step_size)
+
+
 class _Plateau:
     """Convergence on a smoothed ELBO: the mean loss over the last ``window`` steps.
 
@@ -264,7 +301,7 @@ class BeliefFit:
         with _fast_pyro():
             loss_fn = TraceMeanField_ELBO()(model, guide)
             params = list(loss_fn.parameters())
-            optim = torch.optim.Adam(params, lr=self.learning_rate)
+            optim = Adam(params, lr=self.learning_rate)
             losses: list[float] = []
             converged = False
             watch = _Plateau(self.window, self.patience, self.rel_tol, self.blowup_factor)
@@ -284,7 +321,7 @@ class BeliefFit:
                     if bar is not None:
                         bar.update(1)
                         if step % 10 == 0:
-                            bar.set_postfix(elbo=f"{-value:.5g}", lr=f"{optim.param_groups[0]['lr']:.3g}")
+                            bar.set_postfix(elbo=f"{-value:.5g}", lr=f"{optim.lr:.3g}")
                     state = watch.update(losses)
                     if state == "blow-up":
                         raise FitDiverged(watch.reason, step)
@@ -293,8 +330,7 @@ class BeliefFit:
                             converged = True
                             break
                         # first plateau: smaller steps average out the gradient noise
-                        for group in optim.param_groups:
-                            group["lr"] *= self.lr_drop
+                        optim.lr *= self.lr_drop
                         watch.restart(len(losses))
             finally:
                 if bar is not None:

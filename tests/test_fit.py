@@ -11,6 +11,7 @@ import torch
 
 from doxa.inference import scorer
 from doxa.inference.fit import BeliefFit, FitDiverged, NothingToFit
+from doxa.inference.information import rate_information
 from doxa.model import belief_model as bm
 from doxa.model.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
@@ -25,13 +26,19 @@ def logit(p):
 
 
 # ---------------------------------------------------------------------------- generated world
+#: People in the recovery world: the `quick` world's 80 leave the fast kinds too few observed
+#: changes to pin their rates (over seeds 7–12 18 of 21 kinds with ≥ 50 changes come out
+#: within ×1.5; at 160, 32 of 34: bench/rate_recovery.py, docs/training.md).
+RECOVERY_PEOPLE = 160
+
+
 @pytest.fixture(scope="module")
 def world_fit():
-    """The `quick` generated world (80 people, a year, ~8k readings), fitted once (~40-90 s)."""
+    """The `quick` generated world with 160 people (a year, ~16k readings), fitted once (~40-60 s)."""
     from doxa.data.store import Store
     from doxa.data.world import WorldConfig, generate_world
 
-    world = generate_world(WorldConfig.preset("quick"))
+    world = generate_world(WorldConfig.preset("quick").with_overrides(people={"count": RECOVERY_PEOPLE}))
     store = Store.memory()
     store.ingest_records(world.records)
     evidence = store.load_evidence()
@@ -53,52 +60,29 @@ def test_trust_of_well_observed_nodes_is_recovered(world_fit):
     assert np.mean((true >= lo) & (true <= hi)) >= 0.8
 
 
-def rate_information(evidence, questions, lam, prior, min_weight=0.5):
-    """Fisher information about ``log λ`` if every informative observation were exact.
-
-    Observations: the settlements and the readings whose lasting part ``(1-u)(1-o)`` is at
-    least ``min_weight``. Consecutive observations of a question ``Δ`` apart differ with
-    ``p = (1-ρ)(1-Σπ²)``, ``ρ = exp(-λΔ)``; each pair adds ``(∂p/∂log λ)² / (p(1-p))``. Real
-    readings are noisy, so this is an upper bound on what the evidence can say about the rate.
-    """
-    lasting = (1 - np.clip(evidence.unclear + evidence.unrelated, 0, 1)) * (1 - np.clip(evidence.one_off, 0, 1))
-    keep = np.isin(evidence.q, questions) & (lasting >= min_weight)
-    settled = np.isin(evidence.settle_q, questions)
-    q = np.r_[evidence.q[keep], evidence.settle_q[settled]]
-    t = np.r_[evidence.t[keep], evidence.settle_t[settled]]
-    order = np.lexsort((t, q))
-    q, t = q[order], t[order]
-    gap = np.diff(t)[np.diff(q) == 0]
-    same = float(np.sum(np.square(prior)))
-    rho = np.exp(-lam * gap)
-    p = (1 - rho) * (1 - same)
-    slope = lam * gap * rho * (1 - same)
-    return float(np.sum(slope ** 2 / np.clip(p * (1 - p), 1e-12, None)))
-
-
 @pytest.mark.slow
 def test_change_rates_and_reader_temperature_are_recovered(world_fit):
     world, evidence, fit, doc = world_fit
     truth = world.truth
     kinds = evidence.questions.kinds
-    pinned = []
+    checked, covered = [], []
     for kind, lam in truth.change_rate.items():
         changes = sum(len(truth.timeline(q)) - 1 for q, info in truth.questions.items() if info["kind"] == kind)
         if changes < 50:
             continue
         ratio = doc["kinds"][kind]["half_life_days"] / (math.log(2) / lam)
+        assert 1 / 1.5 <= ratio <= 1.5, (kind, changes, ratio)
         lo, hi = doc["kinds"][kind]["change_rate_interval"]
-        assert lo <= lam <= hi, (kind, changes, ratio, lo, lam, hi)
-        # Changes in the truth are not changes the evidence sees: gift_budget changes 178
-        # times in the quick world but is observed ~7 times per question, and its exact
-        # profile likelihood (all other parameters at the truth) peaks at ×0.7 of its true
-        # half-life. ×1.5 is asked where even exact observations at the evidence's times
-        # would pin log λ to 2.5 standard deviations of log 1.5.
+        covered.append(lo <= lam <= hi)
+        checked.append(kind)
+        # every kind checked is one the evidence can speak to: an ideal observer of exact
+        # values at the evidence's times would pin log λ to within 2.5 sd of log 1.5
         sd = 1 / math.sqrt(rate_information(evidence, np.flatnonzero(kinds == kind), lam, truth.prior[kind]))
-        if sd <= math.log(1.5) / 2.5:
-            assert 1 / 1.5 <= ratio <= 1.5, (kind, changes, sd, ratio)
-            pinned.append(kind)
-    assert len(pinned) >= 2
+        assert sd <= math.log(1.5) / 2.5, (kind, sd)
+    assert len(checked) >= 6  # travel_plans, availability, coffee_order, injured, hobby, gift_budget
+    # 90% intervals: over six worlds of this size 30 of 34 held the truth; all of six is not
+    # what a calibrated interval promises, two in three is
+    assert np.mean(covered) >= 2 / 3, dict(zip(checked, covered))
     for reader, tau in truth.reader_temperature.items():
         assert doc["readers"][reader]["temperature"] == pytest.approx(tau, rel=0.2)
         assert doc["readers"][reader]["lo"] <= tau <= doc["readers"][reader]["hi"]
@@ -199,3 +183,38 @@ def test_losses_and_convergence_are_recorded():
     fit = BeliefFit(confusion="off", max_steps=60, min_steps=10, **FAST).fit(evidence)
     assert len(fit.losses_) == fit.steps_ == 60 and not fit.converged_  # hit the cap
     assert np.mean(fit.losses_[-10:]) < np.mean(fit.losses_[:10])
+
+
+def test_hand_written_adam_takes_torchs_steps():
+    from doxa.inference.fit import Adam
+
+    torch.manual_seed(0)
+    target = torch.randn(5, 3, dtype=torch.float64)
+    ours, theirs = (torch.zeros(5, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    mine, reference = Adam([ours], lr=0.05), torch.optim.Adam([theirs], lr=0.05)
+    for step in range(200):
+        if step == 120:  # a learning-rate drop, as the fit's plateau rule makes
+            mine.lr *= 0.2
+            reference.param_groups[0]["lr"] *= 0.2
+        for opt, x in ((mine, ours), (reference, theirs)):
+            opt.zero_grad()
+            ((x - target) ** 4).sum().backward()
+            opt.step()
+    assert torch.allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+    assert not torch.allclose(ours, torch.zeros_like(ours))
+
+
+def test_rate_information_of_one_exact_pair_and_of_noisy_readings():
+    from types import SimpleNamespace
+
+    lam, gap, prior = 0.05, 10.0, np.array([0.5, 0.5])
+    evidence = SimpleNamespace(q=np.array([0, 0, 1]), t=np.array([0.0, gap, 3.0]), unclear=np.zeros(3),
+                               unrelated=np.zeros(3), one_off=np.array([0.0, 0.0, 0.0]),
+                               settle_q=np.zeros(0, np.int64), settle_t=np.zeros(0))
+    rho = math.exp(-lam * gap)
+    p = (1 - rho) * 0.5
+    expected = (lam * gap * rho * 0.5) ** 2 / (p * (1 - p))
+    assert rate_information(evidence, np.array([0]), lam, prior) == pytest.approx(expected)
+    assert rate_information(evidence, np.array([1]), lam, prior) == 0.0  # one observation: no pair
+    evidence.one_off = np.array([0.0, 0.9, 0.0])  # a one-off says nothing lasting: dropped
+    assert rate_information(evidence, np.array([0]), lam, prior) == 0.0
