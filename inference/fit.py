@@ -403,7 +403,12 @@ class BeliefFit:
 
 def _document_from_draws(structure: bm.ModelStructure, draws: dict[str, np.ndarray],
                          interval: float = 0.9) -> dict[str, Any]:
-    """Posterior means (trust, confusion, base rates, change rates; geometric mean of τ) and intervals."""
+    """Posterior means (trust, confusion, base rates), geometric means (change rates, τ) and intervals.
+
+    A change rate is published as the geometric mean of its draws, the guide's median of a
+    log-normal: the median of ``λ`` and of the half-life ``ln 2 / λ`` are the same summary,
+    where the mean of ``λ`` would report a half-life shorter by ``exp(sd(log λ)²/2)``.
+    """
     s, d = structure, draws
     lo_q, hi_q = (1 - interval) / 2, 1 - (1 - interval) / 2
     trust = d["trust"]
@@ -412,7 +417,7 @@ def _document_from_draws(structure: bm.ModelStructure, draws: dict[str, np.ndarr
         trust=trust.mean(0),
         confusion={k: d[f"confusion_{k}"].mean(0) for k in s.pairs if f"confusion_{k}" in d},
         priors={k: d[f"prior_{k}"].mean(0) for k in s.group_ks},
-        rate=d["rate"].mean(0),
+        rate=np.exp(np.log(d["rate"]).mean(0)),
         temperature=np.exp(np.log(d["temperature"]).mean(0)),
     )
     t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)

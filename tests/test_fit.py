@@ -27,8 +27,8 @@ def logit(p):
 
 # ---------------------------------------------------------------------------- generated world
 #: People in the recovery world: the `quick` world's 80 leave the fast kinds too few observed
-#: changes to pin their rates (over seeds 7–12 18 of 21 kinds with ≥ 50 changes come out
-#: within ×1.5; at 160, 32 of 34: bench/rate_recovery.py, docs/training.md).
+#: changes to pin their rates (over seeds 7–12, 19 of 21 kinds with ≥ 50 changes come out
+#: within ×1.5; at 160, 33 of 34: bench/rate_recovery.py, docs/training.md).
 RECOVERY_PEOPLE = 160
 
 
