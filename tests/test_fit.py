@@ -204,7 +204,7 @@ def test_hand_written_adam_takes_torchs_steps():
     assert not torch.allclose(ours, torch.zeros_like(ours))
 
 
-def test_rate_information_of_one_exact_pair_and_of_noisy_readings():
+def test_rate_information_counts_pairs_of_lasting_observations():
     from types import SimpleNamespace
 
     lam, gap, prior = 0.05, 10.0, np.array([0.5, 0.5])
