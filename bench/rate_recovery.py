@@ -22,10 +22,6 @@ import time
 
 import numpy as np
 
-#: ×1.5 "pinned" by the data when it is at least this many ideal standard deviations away.
-PINNED_SDS = 2.5
-
-
 def world_config(base, seed: int, rates: dict[str, float], scale: float | None = None, people: int | None = None):
     from doxa.data.world import WorldConfig
 
@@ -112,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += kind_rows
         readers += reader_rows
     within = [abs(math.log(r["ratio"])) <= math.log(1.5) for r in rows]
+    from doxa.inference.information import PINNED_SDS
+
     pinned = [r["sd"] <= math.log(1.5) / PINNED_SDS for r in rows]
     print(f"\nkinds with ≥ {args.min_changes} changes: {sum(within)}/{len(rows)} within ×1.5, "
           f"{sum(r['covered'] for r in rows)}/{len(rows)} with the truth in the 90% interval")

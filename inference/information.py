@@ -10,6 +10,10 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 
+#: A factor ``f`` on a rate is pinned by the data when ``log f`` is at least this many
+#: ideal standard deviations (``1 / sqrt(rate_information)``) away.
+PINNED_SDS = 2.5
+
 
 def rate_information(evidence: Evidence, questions: np.ndarray, lam: float, prior: np.ndarray,
                      min_weight: float = 0.5) -> float:

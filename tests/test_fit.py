@@ -11,7 +11,7 @@ import torch
 
 from doxa.inference import scorer
 from doxa.inference.fit import BeliefFit, FitDiverged, NothingToFit
-from doxa.inference.information import rate_information
+from doxa.inference.information import PINNED_SDS, rate_information
 from doxa.model import belief_model as bm
 from doxa.model.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
@@ -78,7 +78,7 @@ def test_change_rates_and_reader_temperature_are_recovered(world_fit):
         # every kind checked is one the evidence can speak to: an ideal observer of exact
         # values at the evidence's times would pin log λ to within 2.5 sd of log 1.5
         sd = 1 / math.sqrt(rate_information(evidence, np.flatnonzero(kinds == kind), lam, truth.prior[kind]))
-        assert sd <= math.log(1.5) / 2.5, (kind, sd)
+        assert sd <= math.log(1.5) / PINNED_SDS, (kind, sd)
     assert len(checked) >= 6  # travel_plans, availability, coffee_order, injured, hobby, gift_budget
     # 90% intervals: over six worlds of this size 30 of 34 held the truth; all of six is not
     # what a calibrated interval promises, two in three is
