@@ -1,0 +1,454 @@
+"""doxa's reader on a real model: generated-world messages read by an LLM, against what they state.
+
+Not a CI test: it needs a model server (scripts/setup_llm.sh, then scripts/llm_server.sh).
+
+Protocol. A generated world (``doxa.data.world``, preset ``tiny`` by default) knows, for
+every (message, question) pair it defines, what the message states: the option its
+template wrote (lasting or one-off wording), *unclear* for a vague message ("… said
+something about food, not sure what exactly"), *unrelated* for a cross pair (a message
+about one question read against another question of the same person). The people are
+drawn at random (seeded) until their messages cover ``--messages``; those messages, in
+a seeded random order, are read by the reader through the server — every pair of a
+message, the way ``remember`` reads it — until ``--messages`` are read or ``--minutes``
+have passed. The readings go into a doxa store with the world's definitions and the
+settlements of those people's questions (none of the world's simulated readings), and
+``doxa train`` (``doxa.inference.train.train``) fits it: the reader's temperature ``τ``
+is learned from the settled facts alone, as in production.
+
+Reported, for the raw reader and after ``τ`` (``r̃ ∝ r^(1/τ)``, the scorer's inverse map):
+
+- *stated option*: pairs whose message states an option, the reading's option
+  probabilities renormalised, against the stated option — the part ``τ`` acts on;
+- *full reading*: every pair, options + unclear + unrelated, against the stated option,
+  unclear or unrelated (after ``τ``: the options' share kept, redistributed by ``r̃``).
+
+Accuracy, ECE (15 equal-mass bins, as ``doxa calibration``), log-loss (nats), plus the ECE
+a perfectly calibrated reader with the same confidences would show from binning noise
+alone; calls, seconds per call and per message, model and model file size.
+
+    scripts/llm_server.sh 8765
+    python bench/real_model.py --url http://127.0.0.1:8765/v1 --messages 300 --minutes 25 --out bench-real
+
+Each measured part is one function (``world_slice``, ``read_pairs``, ``build_store``,
+``learn_temperature``, ``reader_scores``), so further measurements (the organizer's) can
+be added beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+UNCLEAR, UNRELATED = "unclear", "unrelated"
+#: Settlements per question per day in the bench's world: more than the preset's, so the
+#: reader's temperature has outcomes to be learned from in a few hundred messages.
+SETTLE_RATE = 0.03
+
+
+# ----------------------------------------------------------------------------- the world's pairs
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (message, question) pair and what the message states about the question."""
+
+    message: dict[str, Any]
+    question: dict[str, Any]
+    subject_name: str
+    truth: str  # an option, UNCLEAR or UNRELATED
+    wording: str  # lasting | one_off | vague | cross (what the message's text is, for this question)
+
+
+@dataclass
+class Slice:
+    """The part of a world the bench reads: its people's definitions, settlements and pairs."""
+
+    world: Any
+    people: list[str]
+    definitions: list[dict[str, Any]]
+    settlements: list[dict[str, Any]]
+    messages: list[list[Pair]]  # one list of pairs per message, in reading order
+
+    @property
+    def n_pairs(self) -> int:
+        return sum(len(m) for m in self.messages)
+
+
+def pair_truths(world) -> list[tuple[str, str]]:
+    """(what the message states, its wording) for every reading record of the world, in stream order.
+
+    A message's first reading is its main question (the world writes it first); any other
+    question of the same message is a cross pair, about which the text says nothing.
+    """
+    truth = world.truth.readings
+    main_question: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
+    readings = [r for r in world.records if r["type"] == "reading"]
+    for i, record in enumerate(readings):
+        main = main_question.setdefault(record["message"], record["question"])
+        if main != record["question"]:
+            out.append((UNRELATED, "cross"))
+            continue
+        options = world.truth.questions[record["question"]]["options"]
+        stated = options[int(truth.stated[i])]
+        # the world's texts(): a one-off wording wins over a vague one
+        if truth.o[i] > 0.5:
+            out.append((stated, "one_off"))
+        elif truth.u[i] > 0.5:
+            out.append((UNCLEAR, "vague"))
+        else:
+            out.append((stated, "lasting"))
+    return out
+
+
+def world_slice(world, n_messages: int, seed: int = 0) -> Slice:
+    """People drawn at random until their messages number at least ``n_messages``; their pairs, shuffled by message."""
+    rng = np.random.default_rng(seed)
+    records = world.records
+    questions = {r["id"]: r for r in records if r["type"] == "question"}
+    messages = {r["id"]: r for r in records if r["type"] == "message"}
+    subjects = {r["id"]: r for r in records if r["type"] == "subject"}
+    readings = [r for r in records if r["type"] == "reading"]
+    truths = pair_truths(world)
+
+    pairs_of: dict[str, list[Pair]] = {}
+    for record, (stated, wording) in zip(readings, truths):
+        question = questions[record["question"]]
+        pair = Pair(message=messages[record["message"]], question=question,
+                    subject_name=subjects[question["subject"]]["name"], truth=stated, wording=wording)
+        pairs_of.setdefault(record["message"], []).append(pair)
+    subject_of_message = {m: pairs[0].question["subject"] for m, pairs in pairs_of.items()}
+    per_person: dict[str, list[str]] = {}
+    for message_id, subject in subject_of_message.items():
+        per_person.setdefault(subject, []).append(message_id)
+
+    people: list[str] = []
+    chosen: list[str] = []
+    for person in rng.permutation(sorted(per_person)).tolist():
+        if len(chosen) >= n_messages:
+            break
+        people.append(person)
+        chosen += per_person[person]
+    chosen = [chosen[i] for i in rng.permutation(len(chosen))]
+
+    keep_questions = {q for q, r in questions.items() if r["subject"] in set(people)}
+    definitions = [r for r in records if r["type"] in ("subject", "relation", "source")
+                   or (r["type"] == "question" and r["id"] in keep_questions)]
+    settlements = [r for r in records if r["type"] == "settlement" and r["question"] in keep_questions]
+    return Slice(world=world, people=people, definitions=definitions, settlements=settlements,
+                 messages=[pairs_of[m] for m in chosen])
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass
+class ReadRun:
+    """What the reader returned for the messages it got to, and what it cost."""
+
+    pairs: list[Pair] = field(default_factory=list)
+    readings: list[Any] = field(default_factory=list)
+    messages_read: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    stopped_by: str = "all read"
+
+    def summary(self) -> dict[str, Any]:
+        return {"messages": self.messages_read, "pairs": len(self.pairs), "calls": self.calls,
+                "seconds": round(self.seconds, 1),
+                "seconds_per_call": round(self.seconds / self.calls, 2) if self.calls else None,
+                "seconds_per_message": round(self.seconds / self.messages_read, 2) if self.messages_read else None,
+                "failures": len(self.failures), "stopped_by": self.stopped_by}
+
+
+def read_pairs(reader, sliced: Slice, *, max_messages: int, seconds_budget: float, progress: bool = True) -> ReadRun:
+    """Read each message against each of its questions, whole messages at a time, within the budget.
+
+    A pair the server fails on (after the reader's own retries) is recorded and left out;
+    the message's other pairs are kept.
+    """
+    from doxa.inference.readers import ReaderError
+
+    calls_per_read = 2 if getattr(reader, "ask_one_off", False) else 1
+    run = ReadRun()
+    todo = sliced.messages[:max_messages]
+    bar = _progress(progress)
+    task = bar.add_task("reading", total=len(todo)) if bar else None
+    started = time.perf_counter()
+    try:
+        for pairs in todo:
+            if time.perf_counter() - started > seconds_budget:
+                run.stopped_by = f"time budget ({seconds_budget / 60:.0f} min)"
+                break
+            for pair in pairs:
+                try:
+                    reading = reader.read(pair.message["text"], pair.question["text"], list(pair.question["options"]),
+                                          subject=pair.subject_name)
+                except ReaderError as err:
+                    run.failures.append(f"{pair.message['id']} × {pair.question['id']}: {err}")
+                    continue
+                finally:
+                    run.calls += calls_per_read
+                run.pairs.append(pair)
+                run.readings.append(reading)
+            run.messages_read += 1
+            if bar:
+                elapsed = time.perf_counter() - started
+                bar.update(task, advance=1, description=f"reading · {elapsed / run.messages_read:.1f} s/message")
+    finally:
+        if bar:
+            bar.stop()
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    bar.start()
+    return bar
+
+
+# ----------------------------------------------------------------------------- store and τ
+
+
+def build_store(sliced: Slice, run: ReadRun, db: str):
+    """A doxa store with the slice's definitions, the messages read, their readings and the settlements."""
+    from doxa.data.store import Store
+
+    store = Store.open(db)
+    seen: set[str] = set()
+    records: list[dict[str, Any]] = list(sliced.definitions)
+    for pair, reading in zip(run.pairs, run.readings):
+        if pair.message["id"] not in seen:
+            seen.add(pair.message["id"])
+            records.append(pair.message)
+        records.append(reading.to_record(pair.message["id"], pair.question["id"]))
+    records += sliced.settlements
+    store.ingest_records(records)
+    return store
+
+
+def learn_temperature(store, reader_name: str, *, seed: int = 0, max_steps: int = 3000) -> dict[str, Any]:
+    """``doxa train`` on the store; the reader's fitted temperature (posterior geometric mean, 90% interval)."""
+    from doxa.inference.train import train
+
+    result = train(store, fit_options={"max_steps": max_steps}, folds=0, seed=seed, progress=False)
+    entry = result.document["readers"][reader_name]
+    diag = result.document["diagnostics"]
+    return {"temperature": entry["temperature"], "lo": entry.get("lo"), "hi": entry.get("hi"),
+            "train_seconds": round(result.seconds, 1), "steps": diag.get("steps"),
+            "converged": diag.get("converged"), "n_readings": diag.get("n_readings"),
+            "n_settlements": diag.get("n_settlements"), "version": result.version}
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def reading_arrays(pairs: list[Pair], readings: list[Any]) -> dict[str, np.ndarray]:
+    """Readings as arrays: option probabilities (padded with 0), unclear, unrelated, and the truth's column."""
+    k_max = max(len(p.question["options"]) for p in pairs)
+    n = len(pairs)
+    options = np.zeros((n, k_max))
+    unclear = np.zeros(n)
+    unrelated = np.zeros(n)
+    truth = np.zeros(n, dtype=np.int64)  # < k_max: an option; k_max: unclear; k_max + 1: unrelated
+    for i, (pair, reading) in enumerate(zip(pairs, readings)):
+        opts = list(pair.question["options"])
+        options[i, : len(opts)] = [reading.probs[o] for o in opts]
+        unclear[i], unrelated[i] = reading.unclear, reading.unrelated
+        if pair.truth == UNCLEAR:
+            truth[i] = k_max
+        elif pair.truth == UNRELATED:
+            truth[i] = k_max + 1
+        else:
+            truth[i] = opts.index(pair.truth)
+    return {"options": options, "unclear": unclear, "unrelated": unrelated, "truth": truth,
+            "wording": np.asarray([p.wording for p in pairs])}
+
+
+def tempered(options: np.ndarray, temperature: float) -> np.ndarray:
+    """``r̃ ∝ r^(1/τ)`` over each row's options (the scorer's inverse of the reader's temperature)."""
+    with np.errstate(divide="ignore"):
+        logs = np.where(options > 0, np.log(np.where(options > 0, options, 1.0)), -np.inf) / temperature
+    logs -= logs.max(axis=1, keepdims=True)
+    weights = np.exp(logs)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def reader_scores(arrays: dict[str, np.ndarray], temperature: float | None) -> dict[str, Any]:
+    """Accuracy, ECE, log-loss: stated option (options only) and full reading, raw and after ``τ``."""
+    from doxa.inference.calibrate import metrics
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from crowd import ece_noise_floor
+
+    options, truth = arrays["options"], arrays["truth"]
+    k_max = options.shape[1]
+    stated = truth < k_max
+    option_share = options.sum(axis=1, keepdims=True)
+    normalised = options / np.where(option_share > 0, option_share, 1.0)
+
+    def full(option_probs: np.ndarray) -> np.ndarray:
+        return np.column_stack([option_probs * option_share, arrays["unclear"], arrays["unrelated"]])
+
+    def scored(probs: np.ndarray, answer: np.ndarray) -> dict[str, float]:
+        out = metrics(probs, answer) if len(answer) else {"n": 0}
+        if len(answer):
+            out["ece_noise_floor"] = ece_noise_floor(probs)
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
+
+    result: dict[str, Any] = {
+        "stated_option": {"raw": scored(normalised[stated], truth[stated])},
+        "full_reading": {"raw": scored(full(normalised), truth)},
+    }
+    if temperature is not None:
+        warmed = tempered(options, temperature)
+        result["stated_option"]["after_tau"] = scored(warmed[stated], truth[stated])
+        result["full_reading"]["after_tau"] = scored(full(warmed), truth)
+    by_wording = {}
+    dist = full(normalised)
+    for wording in ("lasting", "one_off", "vague", "cross"):
+        rows = arrays["wording"] == wording
+        if rows.any():
+            by_wording[wording] = {"n": int(rows.sum()),
+                                   "accuracy": round(float((dist[rows].argmax(1) == truth[rows]).mean()), 3),
+                                   "mean_p_truth": round(float(dist[rows, truth[rows]].mean()), 3)}
+    result["by_wording"] = by_wording
+    return result
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    run, tau = report["reading"], report.get("temperature") or {}
+    lines = [f"Model: {report['model']['name']} ({report['model']['file_size_mb']} MB), reader "
+             f"{report['reader']['name']} {report['reader']['version']}, world {report['world']} "
+             f"({len(report['people'])} people).",
+             f"Read {run['messages']} messages = {run['pairs']} pairs in {run['calls']} calls, "
+             f"{run['seconds']:.0f} s: {run['seconds_per_call']} s/call, {run['seconds_per_message']} s/message "
+             f"({run['failures']} failed pairs; stopped by {run['stopped_by']}).", ""]
+    if tau:
+        lines.append(f"Learned reader temperature τ = {tau['temperature']:.3f} (90% {tau['lo']:.3f}–{tau['hi']:.3f}) "
+                     f"from {tau['n_settlements']} settlements and {tau['n_readings']} readings, "
+                     f"`doxa train` {tau['train_seconds']} s.")
+        lines.append("")
+    lines += ["| pairs | scored against | when | n | accuracy | ECE | ECE noise floor | log-loss |",
+              "|---|---|---|---|---|---|---|---|"]
+    for part, label in (("stated_option", "stated option (options only)"),
+                        ("full_reading", "stated / unclear / unrelated")):
+        for when in ("raw", "after_tau"):
+            m = report["scores"][part].get(when)
+            if m and m.get("n"):
+                lines.append(f"| {'stating an option' if part == 'stated_option' else 'all'} | {label} | "
+                             f"{'raw' if when == 'raw' else 'after τ'} | {m['n']} | {m['accuracy']:.3f} | "
+                             f"{m['ece']:.3f} | {m['ece_noise_floor']:.3f} | {m['log_loss']:.3f} |")
+    lines += ["", "By wording (raw full reading): " + ", ".join(
+        f"{w} n={v['n']} acc {v['accuracy']:.2f} p(truth) {v['mean_p_truth']:.2f}"
+        for w, v in report["scores"]["by_wording"].items())]
+    return "\n".join(lines)
+
+
+def load_reader_class(spec: str):
+    """``path/to/file.py:ClassName`` → the class (a Reader subclass taking OpenAIChatReader's arguments)."""
+    path, _, name = spec.rpartition(":")
+    if not path or not name:
+        raise SystemExit(f"--reader-class: expected FILE.py:ClassName, got {spec!r}")
+    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    if module_spec is None or module_spec.loader is None:
+        raise SystemExit(f"--reader-class: cannot load {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, str(Path(path).resolve().parent))
+    module_spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("DOXA_READER_URL", "http://127.0.0.1:8765/v1"),
+                        help="OpenAI-compatible base URL (default $DOXA_READER_URL, else port 8765)")
+    parser.add_argument("--model", default=os.environ.get("DOXA_READER_MODEL", "reader"))
+    parser.add_argument("--model-file", default=os.path.expanduser(
+        "~/.cache/doxa-llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), help="the served GGUF, for the size reported")
+    parser.add_argument("--world", default="tiny", help="world preset or config JSON (default tiny)")
+    parser.add_argument("--settle-rate", type=float, default=SETTLE_RATE,
+                        help="settlements per question per day (every question settled)")
+    parser.add_argument("--messages", type=int, default=300, help="messages to read at most")
+    parser.add_argument("--minutes", type=float, default=25.0, help="stop reading new messages after this long")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-one-off", action="store_true", help="skip the reader's one-off question (half the calls)")
+    parser.add_argument("--reader-class", default=None,
+                        help="FILE.py:Class, an OpenAIChatReader subclass to measure instead (e.g. another prompt)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per call before a retry")
+    parser.add_argument("--out", default="bench-real", help="folder for store.duckdb, readings and report")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    from doxa.data.world import WorldConfig, generate_world
+    from doxa.inference.readers import OpenAIChatReader
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / "store.duckdb"
+    if db.exists():
+        raise SystemExit(f"{db} exists: the bench writes a fresh store; pass another --out or delete it")
+
+    config = WorldConfig.load(args.world) if Path(args.world).is_file() else WorldConfig.preset(args.world)
+    config = config.with_overrides(settlements={"rate_per_day": args.settle_rate, "question_share": 1.0})
+    world = generate_world(config)
+    sliced = world_slice(world, args.messages, seed=args.seed)
+
+    reader_cls = load_reader_class(args.reader_class) if args.reader_class else OpenAIChatReader
+    reader = reader_cls(url=args.url, model=args.model, timeout_s=args.timeout, retries=1,
+                        ask_one_off=not args.no_one_off)
+    run = read_pairs(reader, sliced, max_messages=args.messages, seconds_budget=args.minutes * 60,
+                     progress=not args.no_progress)
+    if not run.pairs:
+        raise SystemExit("no pair was read: " + (run.failures[0] if run.failures else "nothing to read"))
+    with open(out / "readings.jsonl", "w", encoding="utf-8") as handle:
+        for pair, reading in zip(run.pairs, run.readings):
+            handle.write(json.dumps({**reading.to_record(pair.message["id"], pair.question["id"]),
+                                     "text": pair.message["text"], "truth": pair.truth,
+                                     "wording": pair.wording}) + "\n")
+
+    store = build_store(sliced, run, str(db))
+    try:
+        temperature = learn_temperature(store, reader.name, seed=args.seed)
+    finally:
+        store.close()
+    model_file = Path(args.model_file)
+    report = {
+        "model": {"name": args.model, "file": str(model_file),
+                  "file_size_mb": round(model_file.stat().st_size / 2**20) if model_file.exists() else None},
+        "reader": {"name": reader.name, "version": reader.version, "one_off_question": not args.no_one_off},
+        "world": config.name, "seed": args.seed, "people": sliced.people,
+        "settlements_in_store": len(sliced.settlements),
+        "reading": run.summary(), "failures": run.failures[:20],
+        "temperature": temperature,
+        "scores": reader_scores(reading_arrays(run.pairs, run.readings), temperature["temperature"]),
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    text = markdown(report)
+    (out / "report.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Start llama-cpp-python's OpenAI-compatible server on loopback with the model that
+# scripts/setup_llm.sh prepared, and wait until it answers.
+#
+# Usage: scripts/llm_server.sh [PORT]        (default 8765)
+#   Environment: DOXA_LLM_CACHE (default ~/.cache/doxa-llm), LLM_THREADS (default 2),
+#   LLM_CTX (default 2048), LLM_NICE (default 10: the machine is shared),
+#   LLM_WAIT_S (default 300: how long to wait for the first answer).
+# Leaves the server running in the background; prints its pid and how to stop it.
+# Its log goes to $CACHE/logs/server-PORT.log, its pid to $CACHE/server-PORT.pid.
+set -euo pipefail
+
+PORT="${1:-8765}"
+CACHE="${DOXA_LLM_CACHE:-$HOME/.cache/doxa-llm}"
+VPY="$CACHE/venv/bin/python"
+MODEL_FILE="$CACHE/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+LOG="$CACHE/logs/server-$PORT.log"
+PIDFILE="$CACHE/server-$PORT.pid"
+WAIT_S="${LLM_WAIT_S:-300}"
+URL="http://127.0.0.1:$PORT/v1"
+
+die() { printf 'llm_server: %s\n' "$*" >&2; exit 1; }
+
+case "$PORT" in ''|*[!0-9]*) die "port must be a number, got '$PORT'";; esac
+[ -x "$VPY" ] || die "no venv at $CACHE/venv: run scripts/setup_llm.sh first"
+[ -f "$MODEL_FILE" ] || die "no model at $MODEL_FILE: run scripts/setup_llm.sh first"
+
+answers() { "$VPY" -c "import urllib.request,sys; urllib.request.urlopen('$URL/models', timeout=2)" 2>/dev/null; }
+
+if answers; then
+    echo "llm_server: something already answers at $URL (pid file: $PIDFILE); not starting another"
+    exit 0
+fi
+
+mkdir -p "$(dirname "$LOG")"
+# --logits_all True: /v1/completions only returns logprobs with it
+nice -n "${LLM_NICE:-10}" "$VPY" -m llama_cpp.server \
+    --model "$MODEL_FILE" --host 127.0.0.1 --port "$PORT" \
+    --n_threads "${LLM_THREADS:-2}" --n_ctx "${LLM_CTX:-2048}" \
+    --logits_all True --model_alias reader >"$LOG" 2>&1 &
+PID=$!
+echo "$PID" >"$PIDFILE"
+echo "llm_server: started pid $PID on $URL (log: $LOG); waiting for it to answer (up to ${WAIT_S} s)"
+
+start=$(date +%s)
+until answers; do
+    if ! kill -0 "$PID" 2>/dev/null; then
+        tail -n 20 "$LOG" >&2
+        rm -f "$PIDFILE"
+        die "the server exited before answering (log: $LOG)"
+    fi
+    if [ $(( $(date +%s) - start )) -ge "$WAIT_S" ]; then
+        kill "$PID" 2>/dev/null || true
+        rm -f "$PIDFILE"
+        die "no answer from $URL within $WAIT_S s; stopped it (log: $LOG). A busy machine loads slowly: raise LLM_WAIT_S"
+    fi
+    sleep 2
+done
+echo "llm_server: answering at $URL after $(( $(date +%s) - start )) s"
+echo "  export DOXA_READER_URL=$URL DOXA_READER_MODEL=reader"
+echo "  stop it with: kill \$(cat $PIDFILE)"
