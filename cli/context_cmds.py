@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
     ):
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
         from doxa.cli.common import emit_json, guarded, open_memory, parse_at
-        from doxa.inference.context import context as build
+        from doxa.inference.agent.context import context as build
 
         moment = parse_at(at)
         mem = open_memory(db)
@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
         """A question nobody prepared: create it, read the kept evidence, answer now."""
         from doxa.cli.common import emit_json, guarded, open_memory, parse_at
         from doxa.cli.main import console
-        from doxa.inference.ask import ask as run
+        from doxa.inference.agent.ask import ask as run
 
         moment = parse_at(at)
         mem = open_memory(db)
@@ -308,14 +308,14 @@ def register(app: typer.Typer) -> None:
         """Rebuild a store from the kept evidence under another set of questions."""
         from doxa.cli.common import emit_json, fail, guarded, open_memory
         from doxa.data.organizer import replay as run
-        from doxa.inference.memory import Memory
+        from doxa.inference.read.memory import Memory
 
         mem = open_memory(db)
         records = _read_jsonl(questions, "a question record")
         target, report = guarded(lambda: run(mem.store, to, records, from_questions=_pairs(from_map, "--from")))
         if read and report["unread"]:
-            from doxa.inference.ask import NO_READER_HINT, read_question
-            from doxa.inference.readers import reader_from_env
+            from doxa.inference.agent.ask import NO_READER_HINT, read_question
+            from doxa.inference.agent.readers import reader_from_env
 
             reader = reader_from_env()
             if reader is None:

@@ -1,4 +1,4 @@
-"""The `doxa` command line: a thin typer layer over :mod:`doxa.inference.memory`.
+"""The `doxa` command line: a thin typer layer over :mod:`doxa.inference.read.memory`.
 
 Every command takes ``--db`` (default ``$DOXA_DB``, else ./doxa.duckdb) and ``--json``.
 Heavy libraries load only inside the commands that need them, so `doxa belief`
@@ -178,7 +178,7 @@ def demo(
     from doxa.data.demo import DEMO_NOW, demo_records
     from doxa.data.store import Store, default_db_path
     from doxa.data.times import parse_time
-    from doxa.inference.memory import Memory
+    from doxa.inference.read.memory import Memory
 
     path = db or default_db_path()
     if path != ":memory:" and Path(path).exists():

@@ -612,7 +612,7 @@ def replay(
     mass as ``unclear``. Instructions come along; their ``rests_on`` is kept only where
     it names a new question and one of its options. New questions nothing carries to are
     listed under ``unread``: a reader can read the kept messages for them
-    (:func:`doxa.inference.ask.read_question`). Returns the open target store and a report.
+    (:func:`doxa.inference.agent.ask.read_question`). Returns the open target store and a report.
     """
     from .store import Store, StoreError
 

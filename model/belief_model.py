@@ -920,7 +920,7 @@ def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream,
                    at: float | np.ndarray = float("inf")) -> FilterResult:
     """The sequential filter, all questions at once, one rank (n-th event of each question) per step.
 
-    Mirrors :func:`doxa.inference.scorer.forward_filter`, and also returns the
+    Mirrors :func:`doxa.inference.read.scorer.forward_filter`, and also returns the
     prediction before each event (what the scorer would have said just before it).
     """
     n_q = prior.shape[0]

@@ -14,7 +14,7 @@ import records as R
 from doxa.data import search as S
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.times import parse_time
-from doxa.inference.context import context
+from doxa.inference.agent.context import context
 
 NOW = parse_time(DEMO_NOW)
 TASK = "book Maya's birthday dinner"

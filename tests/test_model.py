@@ -9,10 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doxa.inference import scorer
-from doxa.inference.fit import derived_from_document, document_from_values
+from doxa.inference.read import scorer
+from doxa.inference.learn.fit import derived_from_document, document_from_values
 from doxa.model import belief_model as bm
-from doxa.model.simulate import SimulationConfig, simulate_evidence
+from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 from doxa.model.tree import SourceTree
 
 

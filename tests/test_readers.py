@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doxa.inference.readers import (
+from doxa.inference.agent.readers import (
     SUM_TOLERANCE,
     OpenAIChatReader,
     Reading,

@@ -2,7 +2,7 @@
 
 :class:`BeliefFit` fits :func:`doxa.model.belief_model.belief_model` to an
 :class:`~doxa.data.evidence.Evidence` and turns the posterior into the parameter
-document the scorer reads (:mod:`doxa.inference.params`).
+document the scorer reads (:mod:`doxa.inference.read.params`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init
 from doxa.data.evidence import Evidence
 from doxa.model import belief_model as bm
 
-from . import params as P
+from doxa.inference.read import params as P
 
 CONFUSION_CHOICES = ("auto", "on", "off")
 
@@ -374,7 +374,7 @@ class BeliefFit:
         return {name: np.stack(values) for name, values in out.items()}
 
     def params_document(self, *, interval: float = 0.9) -> dict[str, Any]:
-        """The parameter document of :mod:`doxa.inference.params` (no calibration map yet)."""
+        """The parameter document of :mod:`doxa.inference.read.params` (no calibration map yet)."""
         doc = _document_from_draws(self.structure_, self.draws_, interval)
         doc["diagnostics"] = self.diagnostics()
         return doc

@@ -32,7 +32,7 @@ task, :func:`context`
    top answer is another), the instruction still stands and a question for the user is
    attached: "… Keep following “Avoid loud restaurants for Maya”?".
 
-Reads are logged like any other read (see :class:`doxa.inference.memory.Memory`).
+Reads are logged like any other read (see :class:`doxa.inference.read.memory.Memory`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any
 
 from doxa.data import search
 
-from .memory import Belief, Memory, utc_now
+from doxa.inference.read.memory import Belief, Memory, utc_now
 
 #: Weight of a question that matches no word of the task, relative to the best match (a
 #: question that matches anything gets twice that, plus its share of the best score).

@@ -9,7 +9,7 @@ and there (DESIGN §5):
    their questions) are searched with the question's words (BM25, word variants:
    "allergies" finds "allergic"; data/search.py); the assistant's own notes are left out;
 3. a reader reads each hit against the question (``reader_from_env()`` — see
-   docs/readers.md — or a :class:`~doxa.inference.readers.Reader` passed in), and the
+   docs/readers.md — or a :class:`~doxa.inference.agent.readers.Reader` passed in), and the
    readings are ingested like any others;
 4. the scorer computes the belief.
 
@@ -26,7 +26,7 @@ from typing import Any, Callable
 from doxa.data import search
 from doxa.data.errors import StoreError
 
-from .memory import Belief, Memory
+from doxa.inference.read.memory import Belief, Memory
 
 DEFAULT_LIMIT = 20
 
@@ -88,7 +88,7 @@ def ask(
 ) -> AskResult:
     """Create (or reuse) the question, read the kept evidence for it, and return the belief.
 
-    ``reader``: a :class:`~doxa.inference.readers.Reader`; default ``reader_from_env()``
+    ``reader``: a :class:`~doxa.inference.agent.readers.Reader`; default ``reader_from_env()``
     when ``use_env``. ``kind`` and ``question_id`` default to words of the question
     ("Does Maya have allergies?" → kind ``allergies``, id ``maya.allergies``).
     ``progress(done, total)`` is called after each message read.
