@@ -19,7 +19,12 @@ from pyro.infer import TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init_to_mean
 
 from doxa.data.evidence import Evidence
-from doxa.model import belief_model as bm
+from doxa.model.belief_model import belief_model, derive
+from doxa.model.chains import make_chains
+from doxa.model.events import EventStream
+from doxa.model.filter import filter_evidence, tempered_readings
+from doxa.model.likelihood import Derived
+from doxa.model.structure import ModelStructure
 
 from doxa.inference.read import params as P
 
@@ -223,9 +228,9 @@ class BeliefFit:
             raise NothingToFit("no readings or settlements to learn from: ingest evidence first "
                                "(`doxa ingest FILE`)")
         pyro.set_rng_seed(self.seed)
-        structure = init_from.structure_ if init_from is not None else bm.ModelStructure.from_evidence(evidence)
-        stream = bm.EventStream.from_evidence(evidence, structure, settlement_mask)
-        chains = bm.make_chains(stream, structure, events_per_step=self.events_per_step)
+        structure = init_from.structure_ if init_from is not None else ModelStructure.from_evidence(evidence)
+        stream = EventStream.from_evidence(evidence, structure, settlement_mask)
+        chains = make_chains(stream, structure, events_per_step=self.events_per_step)
         if not chains:
             raise NothingToFit("no question has two or more options and any evidence: nothing to fit")
         self.structure_ = structure
@@ -280,7 +285,7 @@ class BeliefFit:
 
     def _model(self, structure, chains, confusion):
         def model():
-            bm.belief_model(structure, chains, confusion=confusion)
+            belief_model(structure, chains, confusion=confusion)
         return model
 
     def _make_guide(self, structure, chains, confusion, warm_from):
@@ -355,7 +360,7 @@ class BeliefFit:
         with torch.no_grad(), _fast_pyro():
             for _ in range(self.n_draws):
                 latents = guide()
-                derived = bm.derive(structure, latents)
+                derived = derive(structure, latents)
                 record = {
                     "trust": derived.trust.numpy(),
                     "rate": derived.rate.numpy(),
@@ -401,7 +406,7 @@ class BeliefFit:
         }
 
 
-def _document_from_draws(structure: bm.ModelStructure, draws: dict[str, np.ndarray],
+def _document_from_draws(structure: ModelStructure, draws: dict[str, np.ndarray],
                          interval: float = 0.9) -> dict[str, Any]:
     """Posterior means (trust, confusion, base rates), geometric means (change rates, τ) and intervals.
 
@@ -436,7 +441,7 @@ def _document_from_draws(structure: bm.ModelStructure, draws: dict[str, np.ndarr
     return doc
 
 
-def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: dict[str, Any],
+def bias_statistic(evidence: Evidence, structure: ModelStructure, document: dict[str, Any],
                    min_readings: int = 10) -> dict[str, float]:
     """Do sources state some answers more often than one number of trust explains?
 
@@ -454,9 +459,9 @@ def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: d
     hundreds at 1M simulated readings with no biased source).
     """
     derived = derived_from_document(structure, {**document, "confusion": {}})
-    result, stream = bm.filter_evidence(evidence, structure, derived)
+    result, stream = filter_evidence(evidence, structure, derived)
     reading = ~stream.is_settlement
-    r_t = bm.tempered_readings(stream, structure, derived)[reading]
+    r_t = tempered_readings(stream, structure, derived)[reading]
     b = result.predictive[reading]
     k = structure.question_k[stream.q[reading]].astype(np.float64)[:, None]
     valid = np.arange(b.shape[1])[None, :] < k
@@ -484,7 +489,7 @@ def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: d
     return {"chi2": chi2, "df": df, "z": z, "pairs": int(enough.sum())}
 
 
-def document_from_values(structure: bm.ModelStructure, *, trust: np.ndarray, confusion: dict[int, np.ndarray],
+def document_from_values(structure: ModelStructure, *, trust: np.ndarray, confusion: dict[int, np.ndarray],
                          priors: dict[int, np.ndarray], rate: np.ndarray, temperature: np.ndarray
                          ) -> dict[str, Any]:
     """A parameter document from one value per parameter (posterior means, or a test's point)."""
@@ -515,7 +520,7 @@ def document_from_values(structure: bm.ModelStructure, *, trust: np.ndarray, con
     return doc
 
 
-def derived_from_document(structure: bm.ModelStructure, doc: dict[str, Any], dtype=torch.float64) -> bm.Derived:
+def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=torch.float64) -> Derived:
     """The model's parameters as the scorer would read them from ``doc`` (for the torch filter).
 
     Trust and confusion are looked up per node of *this* structure with the scorer's
@@ -546,7 +551,7 @@ def derived_from_document(structure: bm.ModelStructure, doc: dict[str, Any], dty
         prior_table[k] = torch.as_tensor(np.vstack(rows + [np.full(k, 1.0 / k)]), dtype=dtype)
     rate = torch.as_tensor([P.kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
     tau = torch.as_tensor([P.reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
-    return bm.Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
+    return Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
                       confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)
 
 
