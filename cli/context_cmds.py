@@ -307,7 +307,7 @@ def register(app: typer.Typer) -> None:
     ):
         """Rebuild a store from the kept evidence under another set of questions."""
         from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.data.organizer import replay as run
+        from doxa.data.replay import replay as run
         from doxa.inference.read.memory import Memory
 
         mem = open_memory(db)

@@ -187,7 +187,7 @@ def test_losses_and_convergence_are_recorded():
 
 
 def test_hand_written_adam_takes_torchs_steps():
-    from doxa.inference.learn.fit import Adam
+    from doxa.inference.learn.optimiser import Adam
 
     torch.manual_seed(0)
     target = torch.randn(5, 3, dtype=torch.float64)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doxa.inference.read import scorer
-from doxa.inference.learn.fit import derived_from_document, document_from_values
+from doxa.inference.learn.document import derived_from_document, document_from_values
 from doxa.model.belief_model import derive
 from doxa.model import chains as tree_product
 from doxa.model.chains import _TreeProduct, chain_log_marginal, make_chains

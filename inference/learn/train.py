@@ -25,7 +25,8 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
-from doxa.inference.learn.fit import BeliefFit, derived_from_document
+from doxa.inference.learn.document import derived_from_document
+from doxa.inference.learn.fit import BeliefFit
 from doxa.model.filter import filter_evidence
 from doxa.model.structure import ModelStructure
 
