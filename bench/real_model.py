@@ -2,7 +2,7 @@
 
 Not a CI test: it needs a model server (scripts/setup_llm.sh, then scripts/llm_server.sh).
 
-Protocol. A generated world (``doxa.data.world``, preset ``tiny`` by default) knows, for
+Protocol. A generated world (``doxa.inference.evaluation.world``, preset ``tiny`` by default) knows, for
 every (message, question) pair it defines, what the message states: the option its
 template wrote (lasting or one-off wording), *unclear* for a vague message ("… said
 something about food, not sure what exactly"), *unrelated* for a cross pair (a message
@@ -12,7 +12,7 @@ a seeded random order, are read by the reader through the server — every pair 
 message, the way ``remember`` reads it — until ``--messages`` are read or ``--minutes``
 have passed. The readings go into a doxa store with the world's definitions and the
 settlements of those people's questions (none of the world's simulated readings), and
-``doxa train`` (``doxa.inference.train.train``) fits it: the reader's temperature ``τ``
+``doxa train`` (``doxa.inference.learn.train.train``) fits it: the reader's temperature ``τ``
 is learned from the settled facts alone, as in production.
 
 Reported, for the raw reader and after ``τ`` (``r̃ ∝ r^(1/τ)``, the scorer's inverse map):
@@ -177,7 +177,7 @@ def read_pairs(reader, sliced: Slice, *, max_messages: int, seconds_budget: floa
     A pair the server fails on (after the reader's own retries) is recorded and left out;
     the message's other pairs are kept.
     """
-    from doxa.inference.readers import ReaderError
+    from doxa.inference.agent.readers import ReaderError
 
     calls_per_read = 2 if getattr(reader, "ask_one_off", False) else 1
     run = ReadRun()
@@ -246,7 +246,7 @@ def build_store(sliced: Slice, run: ReadRun, db: str):
 
 def learn_temperature(store, reader_name: str, *, seed: int = 0, max_steps: int = 3000) -> dict[str, Any]:
     """``doxa train`` on the store; the reader's fitted temperature (posterior geometric mean, 90% interval)."""
-    from doxa.inference.train import train
+    from doxa.inference.learn.train import train
 
     result = train(store, fit_options={"max_steps": max_steps}, folds=0, seed=seed, progress=False)
     entry = result.document["readers"][reader_name]
@@ -293,7 +293,7 @@ def tempered(options: np.ndarray, temperature: float) -> np.ndarray:
 
 def reader_scores(arrays: dict[str, np.ndarray], temperature: float | None) -> dict[str, Any]:
     """Accuracy, ECE, log-loss: stated option (options only) and full reading, raw and after ``τ``."""
-    from doxa.inference.calibrate import metrics
+    from doxa.inference.learn.calibrate import metrics
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from crowd import ece_noise_floor
@@ -400,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
-    from doxa.data.world import WorldConfig, generate_world
-    from doxa.inference.readers import OpenAIChatReader
+    from doxa.inference.evaluation.world import WorldConfig, generate_world
+    from doxa.inference.agent.readers import OpenAIChatReader
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
