@@ -152,6 +152,12 @@ class SettlementRecord(_Record):
     at: Time
     how: Literal["correction", "approval", "outcome"]
     by: str = "user"
+    #: How the world showed it, in words (an outcome's "the parcel arrived").
+    note: str | None = None
+    #: What doxa said of this answer just before it was settled, and under which parameter version:
+    #: a record of what was approved or corrected (never read back as a belief).
+    p_before: float | None = Field(default=None, ge=0.0, le=1.0)
+    params_version: int | None = None
 
 
 class RejectionRecord(_Record):
@@ -168,6 +174,7 @@ class InstructionRecord(_Record):
     subject: str | None = None
     text: NonEmpty
     at: Time
+    by: str = "user"
     rests_on: dict[str, str] | None = Field(
         default=None, description='the belief the instruction presumes: {"question": ..., "answer": ...}'
     )

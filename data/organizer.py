@@ -487,17 +487,22 @@ def _carry_question(con, src: dict[str, Any], into: dict[str, Any], omap: Option
     return {"readings": [[r[0], r[1]] for r in rows], **outcomes}
 
 
+#: A settlement's columns besides its question, answer and time: carried unchanged by merge, split and replay.
+_SETTLEMENT_FACTS = "how, settled_by, note, p_before, params_version"
+
+
 def _carry_outcomes(con, src: dict[str, Any], target: dict[str, Any], omap: OptionMap) -> dict[str, list]:
     """Settlements and rejections of ``src`` carried to ``target``; returns what was inserted."""
     inserted: dict[str, list] = {"settlements": [], "rejections": []}
     existing = {(a, t) for a, t in _rows(con, "SELECT answer, settled_at FROM settlements WHERE question = ?",
                                          [target["id"]])}
-    for answer, at, how, by in _rows(con, "SELECT answer, settled_at, how, settled_by FROM settlements "
-                                          "WHERE question = ? ORDER BY settled_at", [src["id"]]):
+    for answer, at, *facts in _rows(con, f"SELECT answer, settled_at, {_SETTLEMENT_FACTS} FROM settlements "
+                                         "WHERE question = ? ORDER BY settled_at", [src["id"]]):
         new = omap.mapping.get(answer)
         if new is None or (new, at) in existing:
             continue
-        _rows(con, "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)", [target["id"], new, at, how, by])
+        _rows(con, f"INSERT INTO settlements (question, answer, settled_at, {_SETTLEMENT_FACTS}) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [target["id"], new, at, *facts])
         existing.add((new, at))
         inserted["settlements"].append([new, at.isoformat()])
     old_rejections = _rows(con, "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ?",
@@ -684,11 +689,13 @@ def _as_table(arrow) -> pa.Table:
 
 
 def _copy_outcomes(src_con, dst_con, src_q, dst_q, omap: OptionMap) -> None:
-    for answer, at, how, by in src_con.execute(bind(
-            "SELECT answer, settled_at, how, settled_by FROM settlements WHERE question = ?", [src_q["id"]])).fetchall():
+    for answer, at, *facts in src_con.execute(bind(
+            f"SELECT answer, settled_at, {_SETTLEMENT_FACTS} FROM settlements WHERE question = ?",
+            [src_q["id"]])).fetchall():
         if answer in omap.mapping:
-            dst_con.execute(bind("INSERT INTO settlements VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                 [dst_q["id"], omap.mapping[answer], at, how, by])).fetchall()
+            dst_con.execute(bind(f"INSERT INTO settlements (question, answer, settled_at, {_SETTLEMENT_FACTS}) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 [dst_q["id"], omap.mapping[answer], at, *facts])).fetchall()
     for answer, at, by in src_con.execute(bind(
             "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ?", [src_q["id"]])).fetchall():
         if answer in omap.mapping:
@@ -701,13 +708,14 @@ def _copy_instructions(source: "Store", dst_con, options: dict[str, list[str]], 
     for new_id, old_id in origin.items():
         back.setdefault(old_id, new_id)
     rows = source.con.execute(
-        "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions").fetchall()
-    for iid, subject, text, at, rq, ra in rows:
+        "SELECT id, subject, text, given_at, given_by, rests_on_question, rests_on_answer FROM instructions").fetchall()
+    for iid, subject, text, at, by, rq, ra in rows:
         new_q = back.get(rq) if rq else None
         if new_q is None or ra not in options.get(new_q, []):
             new_q, ra = None, None
-        dst_con.execute(bind("INSERT INTO instructions VALUES (?, ?, ?, ?, ?, ?)",
-                             [iid, subject, text, at, new_q, ra])).fetchall()
+        dst_con.execute(bind("INSERT INTO instructions (id, subject, text, given_at, given_by, rests_on_question, "
+                             "rests_on_answer) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [iid, subject, text, at, by, new_q, ra])).fetchall()
 
 
 __all__ = ["QuestionMergeRecord", "QuestionSplitRecord", "UndoRecord", "OptionMap", "operations",

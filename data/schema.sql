@@ -78,6 +78,9 @@ CREATE TABLE IF NOT EXISTS settlements (
     settled_at TIMESTAMP NOT NULL,
     how        VARCHAR NOT NULL,
     settled_by VARCHAR NOT NULL DEFAULT 'user',
+    note       VARCHAR,            -- how the world showed it (an outcome's --how)
+    p_before   DOUBLE,             -- what doxa said of the answer just before (what was approved)
+    params_version INTEGER,        -- the parameter version p_before was computed with
     PRIMARY KEY (question, settled_at, answer)
 );
 
@@ -97,7 +100,8 @@ CREATE TABLE IF NOT EXISTS instructions (
     text              VARCHAR NOT NULL,
     given_at          TIMESTAMP NOT NULL,
     rests_on_question VARCHAR,
-    rests_on_answer   VARCHAR
+    rests_on_answer   VARCHAR,
+    given_by          VARCHAR NOT NULL DEFAULT 'user'
 );
 
 -- One row per published parameter version; body is the JSON document the

@@ -21,7 +21,7 @@ from .errors import IngestError, Problem, StoreError
 from .evidence import Evidence, QuestionTable
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _FAR_FUTURE = datetime(9999, 1, 1)
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
@@ -85,7 +85,8 @@ def bind(sql: str, params: list[Any] | None) -> str:
 
 
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
-#: probabilities as a list in option order (no JSON built per read) and drops its key.
+#: probabilities as a list in option order (no JSON built per read) and drops its key; version 3
+#: records what a settlement settled against (note, p_before, params_version) and who gave an instruction.
 _MIGRATIONS: dict[str, tuple[str, str]] = {
     "1": ("2", """
         CREATE TABLE reads_v2 (question VARCHAR NOT NULL, asked_at TIMESTAMP NOT NULL, read_at TIMESTAMP NOT NULL,
@@ -104,6 +105,13 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                    to_json(map_from_entries(list_zip(q.options, r.probs)))::VARCHAR AS answers,
                    r.top, r.p_top, r.params_version
             FROM reads r JOIN questions q ON q.id = r.question;
+    """),
+    "2": ("3", """
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS note VARCHAR;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS p_before DOUBLE;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS params_version INTEGER;
+        ALTER TABLE instructions ADD COLUMN IF NOT EXISTS given_by VARCHAR DEFAULT 'user';
+        ALTER TABLE instructions ALTER COLUMN given_by SET NOT NULL;
     """),
 }
 
@@ -422,13 +430,13 @@ class Store:
         return [{"from": f, "to": t, "kind": k} for f, t, k in rows]
 
     def instructions(self, subjects: list[str] | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions"
+        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer, given_by FROM instructions"
         params: list[Any] = []
         if subjects is not None:
             sql += " WHERE list_contains(?, subject)"
             params.append(list(subjects))
         rows = self.execute(sql + " ORDER BY given_at, id", params).fetchall()
-        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer")
+        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer", "by")
         return [dict(zip(keys, r)) for r in rows]
 
     def question_ids_for_subject(self, subject: str) -> list[str]:
@@ -456,13 +464,13 @@ class Store:
         return evidence_sql.explain_rows(self, question_id, at)
 
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT question, answer, settled_at, how, settled_by FROM settlements"
+        sql = "SELECT question, answer, settled_at, how, settled_by, note, p_before, params_version FROM settlements"
         params: list[Any] = []
         if question_ids is not None:
             sql += " WHERE list_contains(?, question)"
             params.append(list(question_ids))
         rows = self.execute(sql + " ORDER BY settled_at, question", params).fetchall()
-        keys = ("question", "answer", "settled_at", "how", "by")
+        keys = ("question", "answer", "settled_at", "how", "by", "note", "p_before", "params_version")
         return [dict(zip(keys, r)) for r in rows]
 
     def rejections(self, question_id: str) -> list[dict[str, Any]]:

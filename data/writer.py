@@ -35,6 +35,32 @@ def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, 
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
+#: An unknown id is answered with at most this many of the closest known ones.
+KNOWN_SHOWN = 5
+
+
+def _known(con, table: str, name: str, also: set[str]) -> str:
+    """' (known: 'a', 'b', … of N)': the ids closest to ``name``, so a typo's fix is in the message."""
+    rows = con.execute(
+        f"SELECT id, count(*) OVER () FROM {table} ORDER BY jaro_winkler_similarity(id, ?) DESC, id LIMIT ?",
+        [name, KNOWN_SHOWN]).fetchall()
+    closest = [r[0] for r in rows] or sorted(also)[:KNOWN_SHOWN]
+    total = rows[0][1] if rows else len(also)
+    if not closest:
+        return f" (there are no {table} yet)"
+    more = f", … {total} in all" if total > len(closest) else ""
+    return f" (known {table}, closest first: {', '.join(repr(c) for c in closest)}{more})"
+
+
+def _stored_settlements(con, records: list) -> dict[tuple, tuple]:
+    if not records:
+        return {}
+    rows = con.execute(
+        "SELECT question, settled_at, answer, how, settled_by, note FROM settlements "
+        "WHERE question IN (SELECT unnest(?::VARCHAR[]))", [sorted({r.question for r in records})]).fetchall()
+    return {(q, t, a): (how, by, note) for q, t, a, how, by, note in rows}
+
+
 def _dedupe(items, key, problems: _Problems, what: str, same):
     """Keep the first record per key; a later record with the same key must be identical."""
     kept: dict[Any, tuple[int, Any]] = {}
@@ -98,6 +124,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
                     | {r.rests_on["question"] for _, r in instructions if r.rests_on}) - set(question_options)
     for qid, (options, _kind, _shape) in _existing(con, "questions", referenced_q, "options, kind, shape").items():
         question_options[qid] = list(options)
+    known_q = lambda qid: _known(con, "questions", qid, set(question_options))  # noqa: E731
+    known_s = lambda sid: _known(con, "subjects", sid, known_subjects)  # noqa: E731
 
     stored_messages = _existing(con, "messages", {r.id for _, r in messages}, "source, sent_at, text")
     for line, r in messages:
@@ -121,18 +149,19 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
     # --- references, line by line --------------------------------------------------------
     for line, r in questions:
         if r.subject and r.subject not in known_subjects:
-            problems.add(line, f"unknown subject {r.subject!r}: add a subject record for it first")
+            problems.add(line, f"unknown subject {r.subject!r}{known_s(r.subject)}: add a subject record for it first")
     for line, r in relations:
         for end in (r.from_, r.to):
             if end not in known_subjects:
                 problems.add(line, f"unknown subject {end!r} in relation: add a subject record for it first")
     for line, r in instructions:
         if r.subject and r.subject not in known_subjects:
-            problems.add(line, f"unknown subject {r.subject!r}: add a subject record for it first")
+            problems.add(line, f"unknown subject {r.subject!r}{known_s(r.subject)}: add a subject record for it first")
         if r.rests_on:
             opts = question_options.get(r.rests_on["question"])
             if opts is None:
-                problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}")
+                problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}"
+                                   f"{known_q(r.rests_on['question'])}")
             elif r.rests_on["answer"] not in opts:
                 problems.add(line, f"rests_on answer {r.rests_on['answer']!r} is not an option of "
                                    f"{r.rests_on['question']!r}: options are {opts}")
@@ -174,10 +203,18 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
         for line, r in items:
             opts = question_options.get(r.question)
             if opts is None:
-                problems.add(line, f"unknown question {r.question!r} in {kind}: add a question record first")
+                problems.add(line, f"unknown question {r.question!r} in {kind}{known_q(r.question)}: "
+                                   "add a question record first")
             elif r.answer not in opts:
                 problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}: "
                                    f"options are {opts}")
+
+    stored_settlements = _stored_settlements(con, [r for _, r in settlements])
+    for line, r in settlements:
+        old = stored_settlements.get((r.question, r.at, r.answer))
+        if old is not None and old != (r.how, r.by, r.note):
+            problems.add(line, f"a settlement of {r.question!r} as {r.answer!r} at {r.at.isoformat()} is stored "
+                               f"as {old[0]!r} by {old[1]!r}: records are never edited; give another time")
 
     extra_writers = []
     for type_name, items in others.items():
@@ -243,7 +280,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
             counts["settlements"] = _insert(con, "settlements", {
                 "question": [r.question for _, r in settlements], "answer": [r.answer for _, r in settlements],
                 "settled_at": pa.array([r.at for _, r in settlements], pa.timestamp("us")),
-                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements]},
+                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements],
+                "note": pa.array([r.note for _, r in settlements], pa.string()),
+                "p_before": pa.array([r.p_before for _, r in settlements], pa.float64()),
+                "params_version": pa.array([r.params_version for _, r in settlements], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if rejections:
             counts["rejections"] = _insert(con, "rejections", {
@@ -255,6 +295,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
                 "id": [r.id for _, r in instructions], "subject": [r.subject for _, r in instructions],
                 "text": [r.text for _, r in instructions],
                 "given_at": pa.array([r.at for _, r in instructions], pa.timestamp("us")),
+                "given_by": [r.by for _, r in instructions],
                 "rests_on_question": [r.rests_on["question"] if r.rests_on else None for _, r in instructions],
                 "rests_on_answer": [r.rests_on["answer"] if r.rests_on else None for _, r in instructions]},
                 conflict="ON CONFLICT DO NOTHING")
