@@ -104,16 +104,26 @@ def beliefs(
     at: Optional[str] = AtOption,
     act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
+    uncertain: bool = typer.Option(False, "--uncertain",
+                                   help="Only beliefs to ask about before acting (below --act-at, or an instruction "
+                                        "resting on another answer), most useful first."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
     """Every belief (or one subject's); --json prints a list of `belief --json` objects."""
+    from doxa.inference import tools
+
     moment = parse_at(at)
     mem = open_memory(db)
-    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
-    if as_json:
-        emit_json(found.to_dicts()[:limit] if limit else found.to_dicts())
+    if uncertain:
+        from doxa.cli.feedback_cmds import show_uncertain
+
+        show_uncertain(guarded(lambda: tools.uncertain(mem, subject, moment, act_at, limit)), as_json)
         return
+    if as_json:
+        emit_json(guarded(lambda: tools.beliefs(mem, subject, moment, act_at, limit)))
+        return
+    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
     if limit:
         found = found[:limit]
     console().print(_belief_table(found, f"{len(found)} belief(s)" + (f" about {subject}" if subject else "")))
@@ -129,11 +139,12 @@ def explain(
     """The belief term by term: each message, its source and trust, its weight left after decay."""
     moment = parse_at(at)
     mem = open_memory(db)
-    ex = guarded(lambda: mem.explain(question, moment))
     if as_json:
-        emit_json(ex.to_dict())
+        from doxa.inference import tools
+
+        emit_json(guarded(lambda: tools.explain(mem, question, moment)))
         return
-    render_explanation(ex)
+    render_explanation(guarded(lambda: mem.explain(question, moment)))
 
 
 def render_explanation(ex) -> None:
@@ -217,7 +228,8 @@ def _register_optional_commands() -> None:
     """Commands whose modules pull heavier dependencies register themselves here."""
     import importlib
 
-    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds"):
+    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds", "doxa.cli.feedback_cmds",
+                   "doxa.cli.mcp_cmd"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:
