@@ -49,7 +49,7 @@ def guarded(fn: Callable[[], Any]) -> Any:
 def open_memory(db: Optional[str], *, must_exist: bool = True):
     from doxa.data.errors import StoreError
     from doxa.data.store import Store, default_db_path
-    from doxa.inference.memory import Memory
+    from doxa.inference.read.memory import Memory
 
     path = db or default_db_path()
     try:
@@ -66,7 +66,7 @@ def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[st
     # store. It stays in the write-ahead log (durable) until DuckDB's next checkpoint.
     mem.store.con.execute("PRAGMA disable_checkpoint_on_shutdown")
     if as_json:
-        from doxa.inference import tools
+        from doxa.inference.agent import tools
 
         emit_json(guarded(lambda: tools.belief(mem, question, moment, act_at)))
         return

@@ -1,6 +1,6 @@
 """Feedback as settled facts: `correct`, `approve`, `outcome`, `reject`, `instruct`.
 
-Each command calls the verb of :mod:`doxa.inference.tools` (the MCP server calls the same
+Each command calls the verb of :mod:`doxa.inference.agent.tools` (the MCP server calls the same
 function), prints its result, and with ``--json`` prints that result as it is. Registered
 by cli/main.py through :func:`register`.
 """
@@ -24,7 +24,7 @@ def _by(default: str):
 
 def _run(db: Optional[str], as_json: bool, verb: str, **arguments: Any) -> None:
     from doxa.cli.common import emit_json, guarded, open_memory
-    from doxa.inference import tools
+    from doxa.inference.agent import tools
 
     mem = open_memory(db)
     result = guarded(lambda: getattr(tools, verb)(mem, **arguments))
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
                  db: Optional[str] = DbOption, as_json: bool = JsonOption):
         """A directive from the user: kept beside beliefs, never merged with them, never evidence."""
         from doxa.cli.common import guarded
-        from doxa.inference.tools import parse_rests_on
+        from doxa.inference.agent.tools import parse_rests_on
 
         _run(db, as_json, "instruct", subject=subject, text=text, at=at, by=by,
              rests_on=guarded(lambda: parse_rests_on(rests_on)))

@@ -40,7 +40,7 @@ def mcp(
         fail("--host, --port and --token apply to --http only (stdio needs none)", 2)
     token = token or os.environ.get(TOKEN_ENV) or None
     try:
-        from doxa.inference import mcp_server
+        from doxa.inference.agent import mcp_server
     except ModuleNotFoundError as err:
         if err.name and err.name.split(".")[0] in ("mcp", "mcp_types"):
             fail("the MCP SDK is not installed: python -m pip install 'mcp>=2,<3'")

@@ -14,7 +14,7 @@ import doxa
 import records as R
 from doxa.cli.main import app
 from doxa.data.store import SCHEMA_VERSION, Store
-from doxa.inference.feedback import FeedbackError, RECENT_DAYS, instruction_id
+from doxa.inference.read.feedback import FeedbackError, RECENT_DAYS, instruction_id
 
 T = datetime(2026, 6, 1)
 LATER = "2026-06-02T10:00:00"

@@ -36,7 +36,7 @@ import records as R
 from doxa.cli.main import app
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.store import Store
-from doxa.inference import params as P
+from doxa.inference.read import params as P
 
 AT = DEMO_NOW
 LATER = "2026-12-01T13:00:00"

@@ -3,14 +3,14 @@
 Tools: ``belief``, ``beliefs``, ``uncertain``, ``context``, ``explain``, ``search``, ``ask``
 (reads) and ``correct``, ``approve``, ``outcome``, ``reject``, ``instruct`` (feedback that
 becomes settled fact). Each calls the function of the same name in
-:mod:`doxa.inference.tools`, the one the CLI calls for ``--json``, so a tool's text result
+:mod:`doxa.inference.agent.tools`, the one the CLI calls for ``--json``, so a tool's text result
 is byte for byte what `doxa VERB --json` prints; its structured result is the same value
 (a list is given under one key, since structured results are objects). A refused call
 comes back as a tool error whose text is the line the CLI prints on standard error
 ("Error: …"), and nothing is written.
 
 The server does not hold the store: every call opens it through
-:func:`doxa.inference.memory.open_store` and closes it before answering, so `doxa train`,
+:func:`doxa.inference.read.memory.open_store` and closes it before answering, so `doxa train`,
 the CLI and other programs use the same file between calls. Calls are served one at a time.
 
 Over HTTP (streamable HTTP) the server binds to loopback unless told otherwise; any other
@@ -40,8 +40,8 @@ from doxa.data.search import SearchHit
 from . import tools
 from .ask import AskResult
 from .context import Context
-from .feedback import Feedback, Uncertain
-from .memory import Belief, Explanation, open_store
+from doxa.inference.read.feedback import Feedback, Uncertain
+from doxa.inference.read.memory import Belief, Explanation, open_store
 
 log = logging.getLogger("doxa.mcp")
 

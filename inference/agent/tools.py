@@ -1,8 +1,8 @@
 """The verbs an agent calls, one function each, returning the JSON both front ends give.
 
 `doxa VERB --json` prints exactly what the function returns (cli/), and the MCP server
-(:mod:`doxa.inference.mcp_server`) returns the same value as the tool's result, so the
-two can never drift apart. Every function takes an open :class:`~doxa.inference.memory.Memory`
+(:mod:`doxa.inference.agent.mcp_server`) returns the same value as the tool's result, so the
+two can never drift apart. Every function takes an open :class:`~doxa.inference.read.memory.Memory`
 and plain arguments (times as ISO 8601 strings or datetimes) and returns plain JSON
 values: dicts, lists, strings, numbers, booleans and None. Errors are
 :class:`~doxa.data.errors.StoreError` (or its subclasses) whose text says what to change;
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from doxa.data.errors import StoreError
 
-from .memory import Memory
+from doxa.inference.read.memory import Memory
 
 
 def _at(at: datetime | str | None) -> datetime | None:
@@ -47,7 +47,7 @@ def beliefs(mem: Memory, subject: str | None = None, at: datetime | str | None =
 
 def uncertain(mem: Memory, subject: str | None = None, at: datetime | str | None = None,
               act_at: float | None = None, limit: int = 0) -> list[dict]:
-    """The beliefs to ask about before acting, most useful first (doxa.inference.feedback)."""
+    """The beliefs to ask about before acting, most useful first (doxa.inference.read.feedback)."""
     return [u.to_dict() for u in mem.uncertain(subject, _at(at), act_at=act_at, limit=limit or None)]
 
 

@@ -334,7 +334,7 @@ class Memory:
 
     # ---------------------------------------------------------------- feedback (settled facts)
     # Each verb writes one FORMATS.md record through :meth:`ingest` and is idempotent; see
-    # doxa.inference.feedback for what is recorded and how a repeat is recognised.
+    # doxa.inference.read.feedback for what is recorded and how a repeat is recognised.
     def correct(self, question: str, answer: str, *, at: datetime | str | None = None,
                 by: str = "user") -> feedback.Feedback:
         """The user corrected the assistant: ``question``'s answer is ``answer`` (a settlement)."""
@@ -367,7 +367,7 @@ class Memory:
     def uncertain(self, subject: str | None = None, at: datetime | None = None, *, act_at: float | None = None,
                   limit: int | None = None) -> list[feedback.Uncertain]:
         """The beliefs to ask about before acting — below the act threshold, or with an instruction
-        resting on another answer — most useful first (doxa.inference.feedback defines "useful")."""
+        resting on another answer — most useful first (doxa.inference.read.feedback defines "useful")."""
         question_ids = self._subject_question_ids(subject) if subject is not None else None
         return feedback.uncertain(self, question_ids, at, act_at=act_at, limit=limit)
 
