@@ -8,6 +8,8 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import doxa
@@ -283,3 +285,54 @@ def test_every_new_command_has_help(command):
     out = run(command, "--help").stdout
     assert "--json" in out or command == "mcp"
     assert "--db" in out
+
+
+# ---------------------------------------------------------------------------- uncertain: invariants
+@st.composite
+def small_worlds(draw):
+    """Questions read once each with a random strength, some read again lately, some with an instruction."""
+    n = draw(st.integers(2, 6))
+    records = [R.subject("p"), R.source("s", ["person", "chat"], trust=0.9)]
+    extra_reads, rests = {}, {}
+    for i in range(n):
+        options = ["a", "b"] if draw(st.booleans()) else ["a", "b", "c"]
+        qid = f"p.q{i}"
+        records.append(R.question(qid, options, kind=f"k{i}", subject="p"))
+        records.append(R.message(f"m{i}", "s", "2026-05-01", f"message {i}"))
+        raw = [draw(st.floats(0.01, 1.0)) for _ in options]
+        records.append(R.reading(f"m{i}", qid, {o: x / sum(raw) for o, x in zip(options, raw)}))
+        extra_reads[qid] = draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            rests[qid] = draw(st.sampled_from(options))
+    for j, (qid, answer) in enumerate(rests.items()):
+        records.append(R.instruction(f"i{j}", f"assume {qid} is {answer}", "2026-05-02", subject="p")
+                       | {"rests_on": {"question": qid, "answer": answer}})
+    act_at = draw(st.sampled_from([0.5, 0.8, 0.95]))
+    return records, extra_reads, rests, act_at
+
+
+@settings(max_examples=15, deadline=None)
+@given(small_worlds())
+def test_uncertain_lists_exactly_the_uncertain_and_contradicted_in_order_of_usefulness(world):
+    records, extra_reads, rests, act_at = world
+    with doxa.open(":memory:") as memory:
+        memory.ingest(records)
+        for qid, k in extra_reads.items():
+            for _ in range(k):
+                memory.belief(qid, T)
+        reference, _ = memory.scored(None, T, act_at=act_at)  # not logged
+        found = memory.uncertain(at=T, act_at=act_at)
+    expected = {}
+    for b in reference:
+        conflict = b.question in rests and b.top is not None and b.top != rests[b.question]
+        if not b.act or conflict:
+            p_wrong = max(0.0 if b.act else 1 - b.p_top, 1 - b.answers[rests[b.question]] if conflict else 0.0)
+            expected[b.question] = (p_wrong, extra_reads[b.question])
+    assert {u.belief["question"] for u in found} == set(expected)
+    for u in found:
+        p_wrong, reads = expected[u.belief["question"]]
+        assert u.recent_reads == reads
+        assert u.p_wrong == pytest.approx(p_wrong, abs=1e-6)
+        assert u.usefulness == pytest.approx(round(p_wrong, 6) * (1 + reads), abs=1e-6)
+    keys = [(-u.usefulness, -u.entropy, u.belief["question"]) for u in found]
+    assert keys == sorted(keys, key=lambda k: (round(k[0], 9), round(k[1], 9), k[2]))
