@@ -217,7 +217,8 @@ def _register_optional_commands() -> None:
     """Commands whose modules pull heavier dependencies register themselves here."""
     import importlib
 
-    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds"):
+    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds",
+                   "doxa.cli.remember_cmds"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:

@@ -84,6 +84,10 @@ class QuestionRecord(_Record):
     text: NonEmpty
     shape: Literal["choice", "yes_no", "scale"] = "choice"
     options: list[NonEmpty] | None = None
+    #: who wrote the question (an organizer model's name, a person); stored as ``created_by``
+    created_by: NonEmpty | None = None
+    #: the version of the organizer's instructions a model wrote it under (``doxa organizer-instructions``)
+    instructions_version: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _options(self) -> "QuestionRecord":

@@ -21,7 +21,7 @@ from .errors import IngestError, Problem, StoreError
 from .evidence import Evidence, QuestionTable
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _FAR_FUTURE = datetime(9999, 1, 1)
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
@@ -105,6 +105,10 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                    r.top, r.p_top, r.params_version
             FROM reads r JOIN questions q ON q.id = r.question;
     """),
+    # Version 3: the organizer's versioned instructions (prompts), the pending state of messages
+    # taken by `remember` (remembered), and the instructions version each question was made under.
+    # The new tables come from schema.sql itself, run after the steps (every CREATE there is IF NOT EXISTS).
+    "2": ("3", "ALTER TABLE questions ADD COLUMN IF NOT EXISTS instructions_version INTEGER;"),
 }
 
 
@@ -149,6 +153,7 @@ class Store:
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self._seed_prompts()
         self.con.execute("COMMIT")
 
     def _migrate(self, version: str) -> None:
@@ -161,11 +166,19 @@ class Store:
             while version != SCHEMA_VERSION:
                 version, sql = _MIGRATIONS[version]
                 self.con.execute(sql)
+            self.con.execute(_schema_sql())
+            self._seed_prompts()
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
+
+    def _seed_prompts(self) -> None:
+        """Store the built-in texts as version 1 of each prompt a store does not have yet."""
+        from .prompts import seed_defaults
+
+        seed_defaults(self.con)
 
     def execute(self, sql: str, params: list[Any] | None = None):
         """Run SQL with parameters inlined as literals (see :func:`sql_literal`)."""
@@ -187,10 +200,10 @@ class Store:
 
         return self.ingest_batch(ingest_mod.parse_lines(lines))
 
-    def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
+    def ingest_records(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
         from . import ingest as ingest_mod
 
-        return self.ingest_batch(ingest_mod.parse_records(records))
+        return self.ingest_batch(ingest_mod.parse_records(records), also=also)
 
     def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
         if str(path) == "-":
@@ -205,11 +218,13 @@ class Store:
         except UnicodeDecodeError as err:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
-    def ingest_batch(self, batch) -> dict[str, int]:
+    def ingest_batch(self, batch, *, also=None) -> dict[str, int]:
+        """``also(con)``, when given, runs inside the batch's transaction, after its rows are written:
+        what it writes commits or rolls back with them."""
         from . import writer
 
         self.use_one_thread(False)
-        return writer.write_batch(self.con, batch)
+        return writer.write_batch(self.con, batch, also=also)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).

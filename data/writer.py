@@ -50,7 +50,7 @@ def _dedupe(items, key, problems: _Problems, what: str, same):
     return list(kept.values())
 
 
-def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str, int]:
+def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch, *, also=None) -> dict[str, int]:
     problems = _Problems()
     by = batch.by_type
     eq = lambda a, b: a == b  # noqa: E731 - records are frozen pydantic models
@@ -218,7 +218,9 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
                 "id": [r.id for _, r in questions], "subject": [r.subject for _, r in questions],
                 "kind": [r.kind for _, r in questions], "text": [r.text for _, r in questions],
                 "shape": [r.shape for _, r in questions],
-                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string()))},
+                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string())),
+                "created_by": [r.created_by or "organizer" for _, r in questions],
+                "instructions_version": pa.array([r.instructions_version for _, r in questions], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if messages:
             new_msgs = [(line, r) for line, r in messages if r.id not in stored_messages]
@@ -261,6 +263,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
         for handler, items in extra_writers:
             counts.update(handler.write(con, items))
         complete_readings(con)
+        if also is not None:
+            also(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -200,8 +200,24 @@ class Memory:
     def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
         return self.store.ingest_lines(lines)
 
-    def ingest(self, records: Iterable[dict]) -> dict[str, int]:
-        return self.store.ingest_records(records)
+    def ingest(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
+        """Ingest records, all or nothing. ``also(con)`` runs inside the same transaction (see Store.ingest_batch)."""
+        return self.store.ingest_records(records, also=also)
+
+    # ---------------------------------------------------------------- raw messages
+    def remember(self, text: str, *, source: str, sent_at=None, **kwargs):
+        """Keep a raw message, have the organizer and the reader do their part, return the beliefs it moved.
+
+        See :func:`doxa.inference.remember.remember` (``organizer=``, ``reader=``, ``keep_on_failure=``)."""
+        from .remember import remember
+
+        return remember(self, text, source=source, sent_at=sent_at, **kwargs)
+
+    def organize(self, **kwargs):
+        """Finish the messages `remember` kept pending (see :func:`doxa.inference.remember.organize_pending`)."""
+        from .remember import organize_pending
+
+        return organize_pending(self, **kwargs)
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:

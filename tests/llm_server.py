@@ -34,6 +34,7 @@ from typing import Any
 
 #: Faults a test can queue. Each is used for one request, in order.
 FAULTS = (
+    "pass",  # a normal answer (to let some requests through before a fault)
     "500",  # HTTP 500 with a JSON error body
     "503",  # HTTP 503
     "429",  # HTTP 429 with Retry-After: 0
@@ -45,7 +46,18 @@ FAULTS = (
     "no_letter",  # HTTP 200, top tokens contain no letter
     "slow",  # sleep slow_s before a normal answer (past the client's timeout)
     "drop",  # close the connection without answering
+    # for organizer requests (a JSON reply in the message content):
+    "truncated",  # the JSON reply cut in half, finish_reason "length"
+    "prose",  # a reply with no JSON at all ("Sure! Here is what I found…")
+    "fenced",  # the right JSON inside a Markdown code fence, with a sentence before it
+    "trailing_comma",  # the right JSON with a trailing comma (repairable)
+    "refusal",  # an OpenAI-style refusal: content null, message.refusal set
+    "bad_link",  # valid JSON linking a question id that was not shown
+    "schema_400",  # HTTP 400 when the request carries response_format (a server without json_schema)
+    "extra_field",  # valid JSON with a "confidence" key the schema forbids
 )
+ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal", "bad_link", "schema_400",
+                    "extra_field")
 
 _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
@@ -64,6 +76,7 @@ class FakeChatServer:
         top_n: int = 20,
         slow_s: float = 1.0,
         shape: str = "chat",
+        organizer=None,
     ) -> None:
         if shape not in ("chat", "legacy"):
             raise ValueError("shape is 'chat' (choices[0].logprobs.content) or 'legacy'")
@@ -73,21 +86,32 @@ class FakeChatServer:
         self.top_n = top_n
         self.slow_s = slow_s
         self.shape = shape
-        #: Every request received: {"path", "headers", "body", "labels", "letter"}.
+        #: Answers organizer requests (those without logprobs): ``organizer(message, prompt) -> dict``,
+        #: the JSON object the "model" replies with. Default: nothing to organize.
+        self.organizer = organizer or (lambda message, prompt: {"links": [], "new_questions": [],
+                                                                "new_subjects": [], "new_relations": []})
+        #: Every request received: {"path", "headers", "body", "labels", "letter", "kind"}.
         self.requests: list[dict[str, Any]] = []
-        self._faults: deque[str] = deque()
+        self._faults: deque[tuple[str, str]] = deque()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- control -----------------------------------------------------------------
 
-    def fail(self, kind: str, times: int = 1) -> None:
-        """Answer the next ``times`` requests with fault ``kind`` (see FAULTS)."""
+    def fail(self, kind: str, times: int = 1, *, to: str = "any") -> None:
+        """Answer the next ``times`` requests (of kind ``to``: any, reader or organizer) with fault ``kind``."""
         if kind not in FAULTS:
             raise ValueError(f"unknown fault {kind!r}; one of {FAULTS}")
+        if to not in ("any", "reader", "organizer"):
+            raise ValueError("to is any, reader or organizer")
         with self._lock:
-            self._faults.extend([kind] * times)
+            self._faults.extend([(kind, to)] * times)
+
+    def requests_of(self, kind: str) -> list[dict[str, Any]]:
+        """The requests received of one kind: "reader" (with logprobs) or "organizer"."""
+        with self._lock:
+            return [r for r in self.requests if r["kind"] == kind]
 
     def start(self) -> "FakeChatServer":
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -124,9 +148,13 @@ class FakeChatServer:
 
     # -- answering ---------------------------------------------------------------
 
-    def _next_fault(self) -> str | None:
+    def _next_fault(self, kind: str) -> str | None:
         with self._lock:
-            return self._faults.popleft() if self._faults else None
+            for i, (fault, to) in enumerate(self._faults):
+                if to in ("any", kind):
+                    del self._faults[i]
+                    return fault
+            return None
 
     def choose_letter(self, message: str, labels: dict[str, str]) -> str:
         """The letter the rules pick for this message among this prompt's labels."""
@@ -249,7 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "request body is not JSON"}})
             return
         message, labels = _parse_prompt(body)
-        record = {"path": self.path, "headers": dict(self.headers), "body": body, "labels": labels}
+        kind = "reader" if body.get("logprobs") else "organizer"
+        record = {"path": self.path, "headers": dict(self.headers), "body": body, "labels": labels, "kind": kind}
         with fake._lock:
             fake.requests.append(record)
 
@@ -257,7 +286,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
 
-        fault = fake._next_fault()
+        fault = fake._next_fault(kind)
+        if kind == "organizer" and fault not in ("500", "503", "429", "400", "401", "drop", "malformed", "no_choices"):
+            if fault == "slow":
+                time.sleep(fake.slow_s)
+            self._organizer_reply(fake, body, message, fault)
+            return
         if fault in ("500", "503", "400", "401"):
             self._send_json(int(fault), {"error": {"message": f"injected {fault}"}})
             return
@@ -289,3 +323,34 @@ class _Handler(BaseHTTPRequestHandler):
             return
         top = fake.top_logprobs(sorted(labels) or ["A"], letter, limit)
         self._send_json(200, _completion(top, fake.shape, letter))
+
+    def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
+        if fault == "schema_400" and "response_format" in body:
+            self._send_json(400, {"error": {"message": "response_format json_schema is not supported"}})
+            return
+        user = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        prompt = user[0]["content"] if user else ""
+        found = _MESSAGE.search(prompt)  # the first user turn holds the message (later ones ask for a repair)
+        reply = fake.organizer(found.group(1) if found else prompt, prompt)
+        text = json.dumps(reply)
+        finish = "stop"
+        refusal = None
+        if fault == "truncated":
+            text, finish = text[: max(1, len(text) // 2)], "length"
+        elif fault == "prose":
+            text = "Sure! The message is about a person and their food preferences."
+        elif fault == "fenced":
+            text = "Here is the JSON:\n```json\n" + json.dumps(reply, indent=2) + "\n```"
+        elif fault == "trailing_comma":
+            text = text[:-1] + ",}"
+        elif fault == "bad_link":
+            text = json.dumps(dict(reply, links=list(reply.get("links", [])) + ["nobody.nothing"]))
+        elif fault == "extra_field":
+            text = json.dumps(dict(reply, confidence=0.9))
+        elif fault == "refusal":
+            text, refusal = None, "I can't help with organizing personal information."
+        choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": refusal},
+                  "finish_reason": finish, "logprobs": None}
+        self._send_json(200, {"id": "chatcmpl-org", "object": "chat.completion", "created": int(time.time()),
+                              "model": "fake-organizer", "choices": [choice],
+                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
