@@ -49,7 +49,7 @@ def guarded(fn: Callable[[], Any]) -> Any:
 def open_memory(db: Optional[str], *, must_exist: bool = True):
     from doxa.data.errors import StoreError
     from doxa.data.store import Store, default_db_path
-    from doxa.inference.memory import Memory
+    from doxa.inference.read.memory import Memory
 
     path = db or default_db_path()
     try:

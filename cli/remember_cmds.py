@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
         message is kept as pending and `doxa organize` finishes it later.
         """
         from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.inference.remember import remember as run, remember_many
+        from doxa.inference.agent.remember import remember as run, remember_many
 
         if (text is None) == (file is None):
             fail("give the message TEXT with --source, or --file FILE of messages (not both)", 2)
@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
         """Finish the messages `remember` kept pending: organize them, read them, print what changed."""
         from doxa.cli.common import emit_json, guarded, open_memory
         from doxa.data.prompts import count_pending
-        from doxa.inference.remember import organize_pending
+        from doxa.inference.agent.remember import organize_pending
 
         mem = open_memory(db)
         total = count_pending(mem.store)

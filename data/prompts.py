@@ -20,7 +20,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import StoreError
-from .store import bind
+from .sql import bind
 
 if TYPE_CHECKING:
     from .store import Store

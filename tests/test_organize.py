@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from doxa.inference.organize import (OpenAIChatOrganizer, OrganizerError, OrganizerOutput, OrganizerRequest,
+from doxa.inference.agent.organize import (OpenAIChatOrganizer, OrganizerError, OrganizerOutput, OrganizerRequest,
                                      check_output, organizer_from_env, parse_reply)
 from llm_server import FakeChatServer
 

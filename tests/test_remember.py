@@ -12,9 +12,9 @@ import doxa
 import records as R
 from doxa.cli.main import app
 from doxa.data import prompts
-from doxa.inference.organize import OpenAIChatOrganizer
-from doxa.inference.readers import OpenAIChatReader
-from doxa.inference.remember import RememberError, message_id_for
+from doxa.inference.agent.organize import OpenAIChatOrganizer
+from doxa.inference.agent.readers import OpenAIChatReader
+from doxa.inference.agent.remember import RememberError, message_id_for
 from llm_server import FakeChatServer
 
 DIET = ["vegetarian", "eats fish", "eats meat"]

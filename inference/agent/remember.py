@@ -23,16 +23,23 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
-from typing import Any, Callable, Iterable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from doxa.data import prompts, search
+from doxa.data import prompts, question_ranking, search, subject_match
 from doxa.data.errors import StoreError
 from doxa.data.times import parse_time
 
-from .memory import Memory, utc_now
 from .organize import (ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, Organizer, OrganizerError, OrganizerRequest,
                        organizer_from_env)
+
+if TYPE_CHECKING:  # Memory.remember calls into this module: only the type is needed here
+    from doxa.inference.read.memory import Memory
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
 
 NO_ORGANIZER_HINT = (
     "No organizer is configured, so the message was kept but not organized (pending). Point doxa at an "
@@ -85,13 +92,13 @@ class RememberResult:
 
 
 # ---------------------------------------------------------------------------- what the organizer is shown
-def organizer_request(memory: Memory, text: str, source: str, source_path: str, sent_at: datetime) -> OrganizerRequest:
+def organizer_request(memory: "Memory", text: str, source: str, source_path: str, sent_at: datetime) -> OrganizerRequest:
     """The message with the subjects it may be about and the existing questions ranked for its words."""
     store = memory.store
     every = store.subjects()
-    named = {s["id"] for s in search.match_subjects(store, text)}
-    named |= {s["id"] for s in search.match_subjects(store, source.replace("-", " ").replace("_", " "))}
-    near = search.neighbours(store, sorted(named))
+    named = {s["id"] for s in subject_match.match_subjects(store, text)}
+    named |= {s["id"] for s in subject_match.match_subjects(store, source.replace("-", " ").replace("_", " "))}
+    near = subject_match.neighbours(store, sorted(named))
     shown_ids = set(named) | {n["id"] for n in near}
     if len(every) <= ALL_SUBJECTS_UP_TO:
         shown_ids = {s["id"] for s in every}
@@ -104,7 +111,7 @@ def organizer_request(memory: Memory, text: str, source: str, source_path: str, 
     questions: list[dict[str, Any]] = []
     if shown_ids:
         terms = [t for t in search.content_terms(search.words(text)) if len(t) > 1]
-        ranked = search.rank_questions(store, terms, subject_ids=sorted(shown_ids), evidence=False)
+        ranked = question_ranking.rank_questions(store, terms, subject_ids=sorted(shown_ids), evidence=False)
         # the best-ranked first; with room to spare every question of these subjects is shown
         chosen = [r["id"] for r in ranked[:MAX_QUESTIONS_SHOWN]]
         if chosen:
@@ -160,7 +167,7 @@ class _Message:
     records: list[dict[str, Any]]  # what must be written with it (the message and a new source; none once stored)
 
 
-def _scores(memory: Memory, question_ids: list[str], at: datetime) -> dict[str, Any]:
+def _scores(memory: "Memory", question_ids: list[str], at: datetime) -> dict[str, Any]:
     if not question_ids:
         return {}
     found, _ = memory.scored(question_ids, at)
@@ -172,7 +179,7 @@ def _requests(model) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _process(memory: Memory, msg: _Message, organizer: Organizer | None, reader, *,
+def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reader, *,
              questions_to_read: list[str] | None = None) -> RememberResult:
     """Organize (unless ``questions_to_read`` says which questions already), read, write it all at once."""
     store = memory.store
@@ -302,7 +309,7 @@ def _models(organizer, reader, use_env: bool):
     return organizer, reader
 
 
-def remember(memory: Memory, text: str, *, source: str, sent_at: datetime | str | None = None,
+def remember(memory: "Memory", text: str, *, source: str, sent_at: datetime | str | None = None,
              organizer: Organizer | None = None, reader=None, use_env: bool = True, keep_on_failure: bool = False,
              message_id: str | None = None) -> RememberResult:
     """Keep ``text`` as a message from ``source`` sent at ``sent_at`` (default now), organize it, read it.
@@ -326,7 +333,7 @@ def remember(memory: Memory, text: str, *, source: str, sent_at: datetime | str 
         raise RememberError(_failure(err, keep_on_failure)) from err
 
 
-def _prepare(memory: Memory, text: str, source: str, sent_at, message_id: str | None):
+def _prepare(memory: "Memory", text: str, source: str, sent_at, message_id: str | None):
     """The message to process, or a RememberResult when it was remembered before."""
     if not isinstance(text, str) or not text.strip():
         raise RememberError("the message is empty: give its text as it arrived")
@@ -353,7 +360,7 @@ def _prepare(memory: Memory, text: str, source: str, sent_at, message_id: str | 
     return _Message(mid, text, source_id, path, when, records)
 
 
-def remember_many(memory: Memory, messages: Iterable[dict[str, Any]], *, organizer: Organizer | None = None,
+def remember_many(memory: "Memory", messages: Iterable[dict[str, Any]], *, organizer: Organizer | None = None,
                   reader=None, use_env: bool = True, keep_on_failure: bool = False,
                   progress: Callable[[int, int], None] | None = None) -> list[RememberResult]:
     """:func:`remember` for each ``{"text", "source", "sent_at"?, "id"?}``, one transaction per message.
@@ -380,7 +387,7 @@ def remember_many(memory: Memory, messages: Iterable[dict[str, Any]], *, organiz
     return out
 
 
-def organize_pending(memory: Memory, *, organizer: Organizer | None = None, reader=None, use_env: bool = True,
+def organize_pending(memory: "Memory", *, organizer: Organizer | None = None, reader=None, use_env: bool = True,
                      limit: int | None = None, progress: Callable[[int, int], None] | None = None
                      ) -> list[RememberResult]:
     """Finish the messages kept pending (`doxa organize`): organize those waiting for the organizer,

@@ -208,14 +208,14 @@ class Memory:
     def remember(self, text: str, *, source: str, sent_at=None, **kwargs):
         """Keep a raw message, have the organizer and the reader do their part, return the beliefs it moved.
 
-        See :func:`doxa.inference.remember.remember` (``organizer=``, ``reader=``, ``keep_on_failure=``)."""
-        from .remember import remember
+        See :func:`doxa.inference.agent.remember.remember` (``organizer=``, ``reader=``, ``keep_on_failure=``)."""
+        from doxa.inference.agent.remember import remember
 
         return remember(self, text, source=source, sent_at=sent_at, **kwargs)
 
     def organize(self, **kwargs):
-        """Finish the messages `remember` kept pending (see :func:`doxa.inference.remember.organize_pending`)."""
-        from .remember import organize_pending
+        """Finish the messages `remember` kept pending (see :func:`doxa.inference.agent.remember.organize_pending`)."""
+        from doxa.inference.agent.remember import organize_pending
 
         return organize_pending(self, **kwargs)
 
