@@ -61,7 +61,13 @@ ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal",
 
 _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
+_QUOTED_MESSAGE = re.compile(r'^Message: "(.*)"$', re.MULTILINE)
 DEFAULT_LABELS = ("unrelated", "lasting")
+#: What the reader's prompt calls the answers a rule names by their short name.
+LABEL_WORDING = {"unrelated": "the message says nothing about", "unclear": "the message talks about",
+                 "lasting": "how things usually are", "one-off": "one single occasion"}
+#: Rules naming one of these make the digit after a reading's letter say lasting (1) or one-off (2).
+DIGIT_LABELS = {"lasting": "1", "one-off": "2"}
 
 
 class FakeChatServer:
@@ -77,6 +83,7 @@ class FakeChatServer:
         slow_s: float = 1.0,
         shape: str = "chat",
         organizer=None,
+        no_digit: bool = False,
     ) -> None:
         if shape not in ("chat", "legacy"):
             raise ValueError("shape is 'chat' (choices[0].logprobs.content) or 'legacy'")
@@ -86,6 +93,8 @@ class FakeChatServer:
         self.top_n = top_n
         self.slow_s = slow_s
         self.shape = shape
+        #: Stop after the letter (a model that ignores the digit): the reader must ask the one-off question apart.
+        self.no_digit = no_digit
         #: Answers organizer requests (those without logprobs): ``organizer(message, prompt) -> dict``,
         #: the JSON object the "model" replies with. Default: nothing to organize.
         self.organizer = organizer or (lambda message, prompt: {"links": [], "new_questions": [],
@@ -170,6 +179,14 @@ class FakeChatServer:
                 return letter
         return min(labels) if labels else "A"
 
+    def choose_digit(self, message: str) -> str:
+        """The digit after a reading's letter: 2 (one-off) when a rule naming "one-off" matches, else 1."""
+        text = message.lower()
+        for keyword, wanted in self.rules.items():
+            if keyword.lower() in text and wanted in DIGIT_LABELS:
+                return DIGIT_LABELS[wanted]
+        return "1"
+
     def top_logprobs(self, letters: list[str], favoured: str, limit: int) -> list[tuple[str, float]]:
         others = [letter for letter in letters if letter != favoured]
         rest = max(0.0, 1.0 - self.favoured_p - self.non_letter_p)
@@ -189,6 +206,10 @@ def _find_label(labels: dict[str, str], wanted: str) -> str | None:
     for letter, label in sorted(labels.items()):
         if label.lower() == wanted:
             return letter
+    wording = LABEL_WORDING.get(wanted)
+    for letter, label in sorted(labels.items()):
+        if wording and label.lower().startswith(wording):
+            return letter
     for letter, label in sorted(labels.items()):
         low = label.lower()
         if low.startswith(wanted + " ") or low.startswith(wanted + "("):
@@ -200,42 +221,38 @@ def _parse_prompt(body: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """(message text, {letter: label}) from the last user message of a request."""
     user = [m for m in body.get("messages", []) if m.get("role") == "user"]
     content = user[-1]["content"] if user else ""
-    found = _MESSAGE.search(content)
+    found = _MESSAGE.search(content) or _QUOTED_MESSAGE.search(content)
     message = found.group(1) if found else content
     after = content[found.end():] if found else content
     labels = {m.group(1): m.group(2).strip() for m in _LETTER_LINE.finditer(after)}
     return message, labels
 
 
-def _completion(token_logprobs: list[tuple[str, float]] | None, shape: str, content: str) -> dict:
+def _completion(tokens: list[list[tuple[str, float]]] | None, shape: str, content: str) -> dict:
+    """A completion whose generated tokens are the first entry of each list in ``tokens``
+    (a list of top_logprobs per generated token; a single list is one token)."""
     choice: dict[str, Any] = {
         "index": 0,
         "message": {"role": "assistant", "content": content},
         "finish_reason": "length",
         "logprobs": None,
     }
-    if token_logprobs is not None and token_logprobs:
-        first_token, first_lp = token_logprobs[0]
+    if tokens and isinstance(tokens[0], tuple):
+        tokens = [tokens]
+    if tokens and tokens[0]:
+        chosen = [top[0] for top in tokens]
         if shape == "chat":
-            choice["logprobs"] = {
-                "content": [
-                    {
-                        "token": first_token,
-                        "logprob": first_lp,
-                        "bytes": list(first_token.encode()),
-                        "top_logprobs": [
-                            {"token": t, "logprob": lp, "bytes": list(t.encode())}
-                            for t, lp in token_logprobs
-                        ],
-                    }
-                ]
-            }
+            choice["logprobs"] = {"content": [
+                {"token": token, "logprob": lp, "bytes": list(token.encode()),
+                 "top_logprobs": [{"token": t, "logprob": p, "bytes": list(t.encode())} for t, p in top]}
+                for (token, lp), top in zip(chosen, tokens)]}
         else:
             choice["logprobs"] = {
-                "tokens": [first_token],
-                "token_logprobs": [first_lp],
-                "top_logprobs": [dict(token_logprobs)],
+                "tokens": [t for t, _ in chosen],
+                "token_logprobs": [lp for _, lp in chosen],
+                "top_logprobs": [dict(top) for top in tokens],
             }
+        choice["message"]["content"] = "".join(t for t, _ in chosen) if len(chosen) > 1 else content
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -322,7 +339,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _completion(words, fake.shape, "The"))
             return
         top = fake.top_logprobs(sorted(labels) or ["A"], letter, limit)
-        self._send_json(200, _completion(top, fake.shape, letter))
+        tokens = [top]
+        if int(body.get("max_tokens") or 1) >= 2 and not fake.no_digit:
+            # the reply goes on: a space and the lasting / one-off digit, as the reader's prompt asks
+            digit = fake.choose_digit(message)
+            other = "1" if digit == "2" else "2"
+            tokens.append(fake.top_logprobs([digit, other], digit, limit))
+        self._send_json(200, _completion(tokens, fake.shape, letter))
 
     def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
         if fault == "schema_400" and "response_format" in body:

@@ -1,6 +1,7 @@
 """End to end through the command line: twenty raw messages about three people from four kinds of source →
 `doxa remember` → questions without duplicates, beliefs with probabilities → corrections → `doxa train`
-→ the sources the corrections contradicted lose trust, the ones they bore out keep it."""
+→ the sources the corrections bore out end up trusted above the ones they contradicted (and, with the
+opposite corrections, below them)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ MESSAGES = [
     ("bloom", "2026-03-01", "Maya loves lilies! Order a lily bouquet for her today."),
     ("bloom", "2026-03-08", "Sam adores lilies - surprise him with our lily box."),
     ("bloom", "2026-04-01", "Priya's favourite: lilies. 20% off lilies this week."),
-    ("maya-chat", "2026-06-20", "Living in Leeds now, right next to Sam."),
+    ("maya-chat", "2026-06-20", "Living in Leeds now, loving the north."),
     ("sam-chat", "2026-06-25", "Thanks for the birthday wishes!"),
 ]
 #: The corrections (settled facts): what the people and the notes said, against mum and the florist.
@@ -86,69 +87,80 @@ def scripted_organizer(message: str, prompt: str) -> dict:
     return out
 
 
-@pytest.fixture
-def server():
-    with FakeChatServer(READER_RULES, organizer=scripted_organizer) as fake:
-        yield fake
-
-
 def _trust(mem, source: str) -> float:
     return P.trust_for_source(mem.params(), SOURCES[source], None)[0]
 
 
-@pytest.mark.slow
-def test_twenty_messages_to_questions_beliefs_corrections_and_trust(tmp_path, server, monkeypatch):
-    db = str(tmp_path / "e2e.duckdb")
-    runner = CliRunner()
-    monkeypatch.setenv("DOXA_READER_URL", server.url)
-    monkeypatch.delenv("DOXA_ORGANIZER_URL", raising=False)
-    with doxa.open(db) as mem:
-        mem.ingest([{"type": "subject", "id": p, "name": p.title()} for p in PEOPLE])
-    lines = tmp_path / "messages.jsonl"
-    lines.write_text("".join(json.dumps({"text": t, "source": SOURCES[s], "sent_at": at}) + "\n"
-                             for s, at, t in MESSAGES))
+#: What mum and the florist said, for the control: corrections that bear them out instead.
+THEIR_WORD = {"maya.diet": "eats meat", "sam.city": "York", "priya.diet": "eats fish", "maya.city": "Bath",
+              "maya.flower": "lilies", "sam.flower": "lilies", "priya.flower": "lilies", "priya.city": "York"}
+GOOD, BAD = ("maya-chat", "sam-chat", "priya-chat", "my-notes"), ("mum-chat", "bloom")
 
-    out = runner.invoke(app, ["remember", "--file", str(lines), "--db", db, "--json"])
+
+@pytest.fixture(scope="module")
+def remembered(tmp_path_factory):
+    """The twenty messages remembered through `doxa remember --file` (db path, the --json output)."""
+    folder = tmp_path_factory.mktemp("e2e")
+    db = str(folder / "e2e.duckdb")
+    with FakeChatServer(READER_RULES, organizer=scripted_organizer) as server, pytest.MonkeyPatch.context() as env:
+        env.setenv("DOXA_READER_URL", server.url)
+        env.delenv("DOXA_ORGANIZER_URL", raising=False)
+        with doxa.open(db) as mem:
+            mem.ingest([{"type": "subject", "id": p, "name": p.title()} for p in PEOPLE])
+        lines = folder / "messages.jsonl"
+        lines.write_text("".join(json.dumps({"text": t, "source": SOURCES[s], "sent_at": at}) + "\n"
+                                 for s, at, t in MESSAGES))
+        out = CliRunner().invoke(app, ["remember", "--file", str(lines), "--db", db, "--json"])
     assert out.exit_code == 0, out.output
-    batch = json.loads(out.output)
+    return db, json.loads(out.output)
+
+
+def test_twenty_messages_make_questions_without_duplicates_and_beliefs_with_probabilities(remembered):
+    db, batch = remembered
     results = batch["results"]
     assert batch["messages"] == 20 and all(r["status"] == "done" for r in results)
-    # one organizer call per message; one reader call per (message, question) and its one-off question
+    # one organizer call per message, one reader call per (message, question)
     assert batch["calls"]["organizer"] == 20
     pairs = sum(len(r["linked"]) + len(r["created"]) for r in results)
-    assert batch["calls"]["reader"] == 2 * pairs and pairs == sum(r["readings"] for r in results)
+    assert batch["calls"]["reader"] == pairs == sum(r["readings"] for r in results) == 19
     assert results[-1]["linked"] == [] and results[-1]["created"] == []  # "thanks for the wishes": nothing to track
-
     with doxa.open(db) as mem:
         rows = mem.store.execute("SELECT id, subject, kind, instructions_version FROM questions ORDER BY id").fetchall()
         ids = [r[0] for r in rows]
-        assert ids == sorted(TRUTH) + ["sam.diet"]  # every (person, topic) mentioned, once
+        assert ids == sorted([*TRUTH, "sam.diet"])  # every (person, topic) mentioned, once
         assert len({(r[1], r[2]) for r in rows}) == len(rows) and {r[3] for r in rows} == {1}
         # the florist's blind re-proposals were linked to the existing questions, not duplicated
-        dedup = [r for r in results if r["deduplicated"]]
-        assert {q for r in dedup for q in r["deduplicated"].values()} == {"maya.flower", "sam.flower",
-                                                                          "priya.flower"}
+        dedup = {q for r in results for q in r["deduplicated"].values()}
+        assert dedup == {"maya.flower", "sam.flower", "priya.flower"}
         beliefs = {b.question: b for b in mem.beliefs(at=doxa.inference.read.memory.utc_now())}
         assert set(beliefs) == set(ids)
         for b in beliefs.values():
             assert abs(sum(b.answers.values()) - 1) < 1e-5 and b.n_evidence >= 1
         assert beliefs["sam.city"].top == "Leeds" and beliefs["priya.diet"].top == "vegetarian"
-        default = {s: _trust(mem, s) for s in SOURCES}
 
-    settled = tmp_path / "corrections.jsonl"
-    settled.write_text("".join(json.dumps({"type": "settlement", "question": q, "answer": a, "at": "2026-11-01",
-                                           "how": "correction"}) + "\n" for q, a in TRUTH.items()))
-    out = runner.invoke(app, ["ingest", str(settled), "--db", db])
+
+@pytest.mark.slow
+@pytest.mark.parametrize("settled", ["truth", "their word"])
+def test_after_corrections_and_train_trust_moves_the_way_the_settled_facts_say(remembered, tmp_path, settled):
+    import shutil
+
+    db = str(tmp_path / "trained.duckdb")
+    shutil.copy(remembered[0], db)
+    answers = TRUTH if settled == "truth" else THEIR_WORD
+    corrections = tmp_path / "corrections.jsonl"
+    corrections.write_text("".join(json.dumps({"type": "settlement", "question": q, "answer": a, "at": "2026-11-01",
+                                               "how": "correction"}) + "\n" for q, a in answers.items()))
+    runner = CliRunner()
+    out = runner.invoke(app, ["ingest", str(corrections), "--db", db])
     assert out.exit_code == 0, out.output
-    out = runner.invoke(app, ["train", "--db", db, "--max-steps", "400", "--folds", "0", "--no-progress", "--json"])
+    out = runner.invoke(app, ["train", "--db", db, "--max-steps", "300", "--folds", "0", "--confusion", "off",
+                              "--no-progress", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["version"] == 1
-
     with doxa.open(db) as mem:
-        trained = {s: _trust(mem, s) for s in SOURCES}
-        # the corrections contradicted the florist and mum, and bore out the people and the notes
-        assert trained["bloom"] < default["bloom"]
-        assert trained["mum-chat"] < default["mum-chat"]
-        for good in ("maya-chat", "sam-chat", "priya-chat", "my-notes"):
-            assert trained[good] > trained["mum-chat"] and trained[good] > trained["bloom"]
-        assert trained["my-notes"] >= default["my-notes"] - 0.02
+        trust = {s: _trust(mem, s) for s in SOURCES}
+    # before any fit, mum (a family source) is trusted more than the user's own notes; the fit follows the
+    # corrections: they bore out the people and the notes and contradicted mum and the florist, or the reverse
+    assert P.DEFAULT_TRUST_BY_TOP_LAYER["family"] > P.DEFAULT_TRUST_BY_TOP_LAYER["user"]
+    trusted, doubted = (GOOD, BAD) if settled == "truth" else (BAD, GOOD)
+    assert min(trust[s] for s in trusted) > max(trust[s] for s in doubted), trust
