@@ -1,4 +1,8 @@
-"""Helpers shared by the commands; no typer or rich here, so `doxa belief` starts fast."""
+"""Helpers shared by the commands; no typer or rich here, so `doxa belief` starts fast.
+
+The doxa imports inside the functions are lazy on purpose: duckdb and numpy load when a
+command runs, not for `--help` or an argument error.
+"""
 
 from __future__ import annotations
 

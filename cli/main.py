@@ -168,6 +168,7 @@ def demo(
     """The Maya example end to end on a fresh store."""
     from pathlib import Path
 
+    # lazy, like every command body: nothing beyond typer loads for other commands
     from doxa.data.demo import DEMO_NOW, demo_records
     from doxa.data.store import Store, default_db_path
     from doxa.data.times import parse_time

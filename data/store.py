@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -137,19 +138,17 @@ class Store:
     # ------------------------------------------------------------------ ingest
     def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
         """Validate and ingest JSON Lines; all or nothing. Returns new rows per table."""
-        from . import ingest as ingest_mod
+        from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting, not on `doxa belief`
 
         return self.ingest_batch(ingest_mod.parse_lines(lines))
 
     def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
-        from . import ingest as ingest_mod
+        from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting
 
         return self.ingest_batch(ingest_mod.parse_records(records))
 
     def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
         if str(path) == "-":
-            import sys
-
             return self.ingest_lines(sys.stdin)
         try:
             with open(path, encoding="utf-8") as handle:
@@ -312,7 +311,7 @@ class Store:
         DuckDB any Python-side table imports pandas (~0.5 s). Each question's top answer
         is named in SQL from its options.
         """
-        import os
+        # lazy: pyarrow (and tempfile) stay off the start-up of `doxa belief`: only large read logs need them
         import tempfile
 
         import pyarrow as pa
