@@ -54,7 +54,7 @@ def init(db: Optional[str] = DbOption, as_json: bool = JsonOption):
 
 @app.command()
 def ingest(
-    file: str = typer.Argument(..., help="JSON Lines file (FORMATS.md), or - for standard input."),
+    file: str = typer.Argument(..., help="JSON Lines file (records: docs/formats.md), or - for standard input."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
