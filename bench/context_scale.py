@@ -85,7 +85,7 @@ TASKS = ("book {n}'s birthday dinner", "send flowers to {n}", "plan a weekend tr
 
 
 def build(path: str, n_subjects: int, per_subject: int, readings: int, seed: int = 7) -> dict[str, int]:
-    from doxa.data.organizer import insert_arrow
+    from doxa.data.insert import insert_arrow
     from doxa.data.store import Store
 
     rng = np.random.default_rng(seed)

@@ -41,12 +41,12 @@ def _full_elbo(fit, particles: int, seed: int) -> tuple[float, float]:
     from pyro.infer import TraceMeanField_ELBO
 
     from doxa.inference.learn.fit import _fast_pyro
-    from doxa.model import belief_model as bm
+    from doxa.model.belief_model import belief_model
 
     chains = [dataclasses.replace(c, subsample=None) for c in fit.chains_]
 
     def model():
-        bm.belief_model(fit.structure_, chains, confusion=fit.confusion_)
+        belief_model(fit.structure_, chains, confusion=fit.confusion_)
 
     pyro.set_rng_seed(seed)  # the same guide noise for every fit compared (common random numbers)
     elbo = TraceMeanField_ELBO()

@@ -12,6 +12,9 @@ from typing import Optional
 
 import typer
 
+from doxa.cli.common import emit_json, fail, guarded, open_memory, parse_at
+from doxa.cli.console import console
+
 DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
 JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
 AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
@@ -35,7 +38,6 @@ def _answers(answers: dict[str, float]) -> str:
 
 def _pairs(text: Optional[str], what: str) -> dict[str, str]:
     """'a=b,c=d' → {'a': 'b', 'c': 'd'}."""
-    from doxa.cli.common import fail
 
     out: dict[str, str] = {}
     for piece in (text or "").split(","):
@@ -49,7 +51,6 @@ def _pairs(text: Optional[str], what: str) -> dict[str, str]:
 
 
 def _read_jsonl(path: str, what: str) -> list[dict]:
-    from doxa.cli.common import fail
 
     records = []
     try:
@@ -93,7 +94,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
-        from doxa.cli.common import emit_json, guarded, open_memory, parse_at
         from doxa.inference.agent.context import context as build
 
         moment = parse_at(at)
@@ -113,8 +113,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Full-text search (BM25) over every kept message, best first."""
-        from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.cli.main import console
         from doxa.data import search as S
 
         mem = open_memory(db)
@@ -153,8 +151,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """A question nobody prepared: create it, read the kept evidence, answer now."""
-        from doxa.cli.common import emit_json, guarded, open_memory, parse_at
-        from doxa.cli.main import console
         from doxa.inference.agent.ask import ask as run
 
         moment = parse_at(at)
@@ -196,7 +192,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Merge a duplicate question into another; `doxa undo OP` reverses it exactly."""
-        from doxa.cli.common import open_memory
 
         mem = open_memory(db)
         record = {"type": "question_merge", "id": op_id or _new_op_id(mem.store, f"merge-{duplicate}-into-{into}"),
@@ -223,7 +218,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Split one question into several; readings follow --assign and --readings."""
-        from doxa.cli.common import fail, open_memory
 
         mem = open_memory(db)
         new_questions = _read_jsonl(into, "a question record")
@@ -254,7 +248,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Reverse one organizer operation exactly (a later one that depends on it must be undone first)."""
-        from doxa.cli.common import fail, open_memory
         from doxa.data.organizer import operations
 
         mem = open_memory(db)
@@ -269,8 +262,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Every organizer operation (merge, split, undo): who, when, and whether it was undone."""
-        from doxa.cli.common import emit_json, open_memory
-        from doxa.cli.main import console
         from doxa.data.organizer import operations
 
         mem = open_memory(db)
@@ -306,8 +297,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Rebuild a store from the kept evidence under another set of questions."""
-        from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.data.organizer import replay as run
+        from doxa.data.replay import replay as run
         from doxa.inference.read.memory import Memory
 
         mem = open_memory(db)
@@ -343,8 +333,6 @@ def register(app: typer.Typer) -> None:
 
 def _apply(mem, record: dict, show: list[str], as_json: bool) -> None:
     """Ingest one organizer record and show the beliefs it touched."""
-    from doxa.cli.common import emit_json, guarded
-    from doxa.cli.main import console
 
     added = guarded(lambda: mem.ingest([record]))
     active = [q for q in show if q and _active(mem, q)]
@@ -382,7 +370,6 @@ def _indented(con, text: str, indent: int, style: str = "") -> None:
 
 
 def render_context(ctx) -> None:
-    from doxa.cli.main import console
 
     con = console()
     con.print(f"[bold]Context for[/] “{_e(ctx.task)}” as of {ctx.at[:10]}")
@@ -419,7 +406,6 @@ def render_context(ctx) -> None:
 
 
 def render_ask(result) -> None:
-    from doxa.cli.main import console
 
     con = console()
     q = result.question

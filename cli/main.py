@@ -7,12 +7,13 @@ starts fast.
 
 from __future__ import annotations
 
-import json
-import sys
-from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import typer
+
+from doxa.cli import bench_cmds, context_cmds, train_cmds
+from doxa.cli.common import emit_json, guarded, open_memory, parse_at, show_belief
+from doxa.cli.console import console
 
 app = typer.Typer(
     name="doxa",
@@ -26,14 +27,6 @@ DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else 
 JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
 AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
 
-
-from doxa.cli.common import emit_json, fail, guarded, open_memory, parse_at, show_belief  # noqa: F401
-
-
-def console():
-    from rich.console import Console
-
-    return Console()
 
 
 def _fmt_p(p: float) -> str:
@@ -209,21 +202,10 @@ def demo(
               f"`doxa search peanut --db {escape(path)}`; on your own records: `doxa ingest FILE` (docs/formats.md).[/]")
 
 
-def _register_optional_commands() -> None:
-    """Commands whose modules pull heavier dependencies register themselves here."""
-    import importlib
-
-    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name == module:
-                continue
-            raise
-        mod.register(app)
-
-
-_register_optional_commands()
+# Each command module imports only typer and doxa.cli.common at import time; what the
+# commands need beyond that loads inside them.
+for _commands in (train_cmds, bench_cmds, context_cmds):
+    _commands.register(app)
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from typing import Iterable
 
 from pydantic import ValidationError
 
-from . import models
+from . import models, records
 from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem  # noqa: F401 - re-exported
 
 _FORWARD_PREFIX = re.compile(r"^\s*((fwd?|re|aw|wg)\s*:\s*)+", re.IGNORECASE)
@@ -49,14 +49,14 @@ def fingerprint(text: str, source: str) -> str:
 def _describe_validation_error(err: ValidationError) -> str:
     parts = []
     for item in err.errors()[:3]:
-        loc = ".".join(str(x) for x in item["loc"] if not (isinstance(x, str) and x in models.RECORD_TYPES))
+        loc = ".".join(str(x) for x in item["loc"] if not (isinstance(x, str) and x in records.RECORD_TYPES))
         msg = item["msg"].removeprefix("Value error, ")
         if item["type"] == "missing":
             parts.append(f"missing field '{loc}': add it (see docs/formats.md)")
         elif item["type"] == "extra_forbidden":
             parts.append(f"unknown field '{loc}': remove it or check its spelling")
         elif item["type"] == "union_tag_invalid":
-            known = ", ".join(models.RECORD_TYPES)
+            known = ", ".join(records.RECORD_TYPES)
             parts.append(f"unknown type {item['input'].get('type')!r}: use one of {known}")
         elif item["type"] == "union_tag_not_found":
             parts.append("missing field 'type': every line needs a \"type\" (subject, source, question, message, reading, …)")
@@ -84,11 +84,9 @@ def parse_records(records: Iterable[dict]) -> ParsedBatch:
 
 
 def _parse(items, *, from_json: bool) -> ParsedBatch:
-    from . import organizer  # noqa: F401 - registers the organizer's record types (merge, split, undo)
-
     batch = ParsedBatch()
     problems: list[Problem] = []
-    adapter = models.record_adapter
+    adapter = records.record_adapter
     for number, item in items:
         if from_json:
             if not item.strip():

@@ -17,8 +17,11 @@ from typing import Any, Iterable
 import duckdb
 import numpy as np
 
+from . import evidence_sql
 from .errors import IngestError, Problem, StoreError
 from .evidence import Evidence, QuestionTable
+from .sql import bind, sql_literal
+from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "2"
@@ -33,55 +36,6 @@ def default_db_path() -> str:
 
 def _schema_sql() -> str:
     return resources.files("doxa.data").joinpath("schema.sql").read_text()
-
-
-def to_days(moment: datetime | None) -> float:
-    """datetime → float days since the epoch (the scorer's time axis)."""
-    if moment is None:
-        return float("inf")
-    return (moment - datetime(1970, 1, 1)).total_seconds() / 86400.0
-
-
-def from_days(days: float) -> datetime:
-    from datetime import timedelta
-
-    return datetime(1970, 1, 1) + timedelta(days=float(days))
-
-
-def sql_literal(value: Any) -> str:
-    """A SQL literal for ``value``.
-
-    The read path inlines its few parameters instead of binding them: DuckDB's Python
-    parameter binding imports pandas (0.5 s), which would triple `doxa belief`'s start-up.
-    """
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return repr(float(value)) if isinstance(value, (float, np.floating)) else str(int(value))
-    if isinstance(value, datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(sql_literal(v) for v in value) + "]::VARCHAR[]" if value and all(
-            isinstance(v, str) for v in value) else "[" + ", ".join(sql_literal(v) for v in value) + "]"
-    raise TypeError(f"cannot inline {type(value).__name__} into SQL")
-
-
-def bind(sql: str, params: list[Any] | None) -> str:
-    """Replace each ``?`` of ``sql`` by the literal of the next parameter (no ``?`` in doxa's string literals)."""
-    if not params:
-        return sql
-    pieces = sql.split("?")
-    if len(pieces) - 1 != len(params):
-        raise ValueError(f"{len(pieces) - 1} placeholders but {len(params)} parameters")
-    out = [pieces[0]]
-    for value, piece in zip(params, pieces[1:]):
-        out.append(sql_literal(value))
-        out.append(piece)
-    return "".join(out)
 
 
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
@@ -206,10 +160,11 @@ class Store:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
     def ingest_batch(self, batch) -> dict[str, int]:
-        from . import writer
+        # lazy: pyarrow loads only when writing, not on `doxa belief`'s start-up
+        from . import organizer, writer
 
         self.use_one_thread(False)
-        return writer.write_batch(self.con, batch)
+        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -293,8 +248,6 @@ class Store:
 
         Of every active question, or of those in ``question_ids`` and those about ``subjects``.
         """
-        from . import evidence_sql
-
         return evidence_sql.load(self, at, question_ids, with_messages=with_messages, subjects=subjects)
 
     # ------------------------------------------------------------------ params
@@ -451,8 +404,6 @@ class Store:
 
     def evidence_for_explain(self, question_id: str, at: datetime | None) -> list[dict[str, Any]]:
         """Every reading of a question with why it does or does not count (for `doxa explain`)."""
-        from . import evidence_sql
-
         return evidence_sql.explain_rows(self, question_id, at)
 
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:

@@ -7,12 +7,11 @@ Arrow tables inserted with one ``INSERT … SELECT`` per table.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 import duckdb
 import pyarrow as pa
 
-from . import models
 from .ingest import IngestError, ParsedBatch, Problem, fingerprint
 
 MAX_PROBLEMS = 1000
@@ -50,7 +49,9 @@ def _dedupe(items, key, problems: _Problems, what: str, same):
     return list(kept.values())
 
 
-def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str, int]:
+def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
+                extra_writers: Mapping[str, "ExtraWriter"] | None = None) -> dict[str, int]:
+    """Write a parsed batch in one transaction; ``extra_writers`` writes record types beyond the core ones."""
     problems = _Problems()
     by = batch.by_type
     eq = lambda a, b: a == b  # noqa: E731 - records are frozen pydantic models
@@ -179,9 +180,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
                 problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}: "
                                    f"options are {opts}")
 
+    writers = extra_writers or {}
     extra_writers = []
     for type_name, items in others.items():
-        handler = EXTRA_WRITERS.get(type_name)
+        handler = writers.get(type_name)
         if handler is None:
             for line, _ in items:
                 problems.add(line, f"record type {type_name!r} has no writer")
@@ -319,12 +321,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-EXTRA_WRITERS: dict[str, ExtraWriter] = {}
-
-
-def register_writer(type_name: str, model: type, writer: ExtraWriter) -> None:
-    models.register_record_type(type_name, model)
-    EXTRA_WRITERS[type_name] = writer
-
-
-__all__ = ["write_batch", "register_writer", "ExtraWriter", "json"]
+__all__ = ["write_batch", "ExtraWriter", "json"]

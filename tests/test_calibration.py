@@ -105,10 +105,10 @@ def test_reliability_diagram_is_written(tmp_path):
 def test_prediction_for_a_settlement_ignores_later_evidence():
     from doxa.inference.read.params import default_params
     from doxa.inference.learn.train import predict_settlements
-    from doxa.model import belief_model as bm
+    from doxa.model.structure import ModelStructure
 
     evidence, _ = simulate_evidence(SimulationConfig(n_questions=60, seed=8))
-    structure = bm.ModelStructure.from_evidence(evidence)
+    structure = ModelStructure.from_evidence(evidence)
     document = default_params()
     before = predict_settlements(evidence, structure, document)
     # drop every reading after the last settlement of its question: predictions must not move
@@ -175,10 +175,10 @@ def test_diverged_fit_publishes_nothing(monkeypatch):
 
     from doxa.inference.learn.fit import FitDiverged
     from doxa.inference.learn.train import train
-    from doxa.model import belief_model as bm
+    from doxa.model import belief_model as story
 
     store, _ = crowd_store(n_items=20, n_workers=4, seed=10)
-    monkeypatch.setattr(bm, "chain_log_marginal", lambda chains, derived, readings_only=False: torch.full((chains.n_questions,), torch.nan))
+    monkeypatch.setattr(story, "chain_log_marginal", lambda chains, derived, readings_only=False: torch.full((chains.n_questions,), torch.nan))
     with pytest.raises(FitDiverged):
         train(store, fit_options=QUICK_FIT, progress=False)
     assert store.latest_params() == (None, None)

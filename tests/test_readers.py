@@ -19,10 +19,10 @@ from doxa.inference.agent.readers import (
     ReaderError,
     ReadingFormatError,
     letter_probabilities,
-    load_readings,
     reader_from_env,
 )
 from llm_server import FakeChatServer
+from reading_files import load_readings
 
 ALLERGY_Q = "Is Maya allergic to peanuts?"
 DIET_Q = "What does Maya eat?"

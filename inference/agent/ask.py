@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from doxa.data import search
+from doxa.data import subject_match
 from doxa.data.errors import StoreError
 
 from doxa.inference.read.memory import Belief, Memory
@@ -67,7 +68,7 @@ def _slug(words: list[str]) -> str:
 
 
 def _question_terms(memory: Memory, text: str, subject: str | None) -> list[str]:
-    names = search.subject_label_terms(memory.store, [subject]) if subject else set()
+    names = subject_match.subject_label_terms(memory.store, [subject]) if subject else set()
     terms = [t for t in search.content_terms(search.words(text), drop=names) if len(t) > 1]
     return terms or sorted(names)
 

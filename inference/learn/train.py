@@ -25,8 +25,10 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
-from doxa.inference.learn.fit import BeliefFit, derived_from_document
-from doxa.model import belief_model as bm
+from doxa.inference.learn.document import derived_from_document
+from doxa.inference.learn.fit import BeliefFit
+from doxa.model.filter import filter_evidence
+from doxa.model.structure import ModelStructure
 
 #: Above this many settlements, one more settlement moves the global parameters so
 #: little that in-sample predictions are as good as held-out ones: skip the refits.
@@ -71,11 +73,11 @@ class TrainResult:
         }
 
 
-def predict_settlements(evidence: Evidence, structure: bm.ModelStructure, document: dict[str, Any],
+def predict_settlements(evidence: Evidence, structure: ModelStructure, document: dict[str, Any],
                         rows: np.ndarray | None = None) -> SettlementPredictions:
     """The belief the scorer would have shown just before each settlement (``rows``: which ones)."""
     derived = derived_from_document(structure, document)
-    result, stream = bm.filter_evidence(evidence, structure, derived)
+    result, stream = filter_evidence(evidence, structure, derived)
     at_settlement = np.flatnonzero(stream.is_settlement)
     s_rows = stream.settlement_row[at_settlement]
     if rows is not None:
