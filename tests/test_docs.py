@@ -2,7 +2,7 @@
 
 - Every command of the `doxa` app is shown in README.md, and has a section in
   docs/formats.md naming each of its options; every record type that ingest knows (the
-  pydantic models of data/models.py and the organizer's registered types) has a section
+  pydantic models that data/records.py lists: data/models.py and the organizer's operation records) has a section
   in docs/formats.md naming each of its fields. Both lists are read from the code
   itself, so a new command, option, record type or field without documentation fails.
 - Every relative link in README.md and docs/*.md resolves to a file inside the
@@ -22,8 +22,7 @@ import pytest
 import typer
 
 from doxa.cli.main import app
-from doxa.data import organizer  # noqa: F401 - registers the organizer's record types with ingest
-from doxa.data import models
+from doxa.data import records
 from doxa.data.demo import demo_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +41,7 @@ def command_names() -> list[str]:
 
 
 def record_types() -> list[str]:
-    return sorted(models.RECORD_TYPES)
+    return sorted(records.RECORD_TYPES)
 
 
 def section(text: str, heading: str) -> str | None:
@@ -52,7 +51,7 @@ def section(text: str, heading: str) -> str | None:
 
 
 def field_names(record_type: str) -> list[str]:
-    fields = models.RECORD_TYPES[record_type].model_fields
+    fields = records.RECORD_TYPES[record_type].model_fields
     return sorted(info.alias or name for name, info in fields.items())
 
 
@@ -123,7 +122,7 @@ def test_the_example_record_of_each_type_is_valid(record_type):
     body = section(FORMATS.read_text(encoding="utf-8"), f"`{record_type}`")
     example = re.search(r"^```json\n(.*?)\n", body, re.M)
     assert example, f"docs/formats.md, `{record_type}`: no ```json example"
-    record = models.record_adapter.validate_python(json.loads(example.group(1)))
+    record = records.record_adapter.validate_python(json.loads(example.group(1)))
     assert record.type == record_type
 
 
