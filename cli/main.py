@@ -47,7 +47,7 @@ def init(db: Optional[str] = DbOption, as_json: bool = JsonOption):
 
 @app.command()
 def ingest(
-    file: str = typer.Argument(..., help="JSON Lines file (FORMATS.md), or - for standard input."),
+    file: str = typer.Argument(..., help="JSON Lines file (records: docs/formats.md), or - for standard input."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
@@ -162,25 +162,18 @@ def render_explanation(ex) -> None:
 
 @app.command()
 def demo(
-    db: Optional[str] = DbOption,
+    db: Optional[str] = typer.Option(None, "--db", show_default=False,
+                                     help="Where to write the demo store (default: ./doxa-demo.duckdb; "
+                                          "only a store the demo made is replaced)."),
     as_json: bool = JsonOption,
 ):
-    """The Maya example end to end on a fresh store."""
-    from pathlib import Path
-
-    # lazy, like every command body: nothing beyond typer loads for other commands
-    from doxa.data.demo import DEMO_NOW, demo_records
-    from doxa.data.store import Store, default_db_path
+    """The Maya example end to end, in its own store (never one of yours)."""
+    from doxa.data.demo import DEMO_NOW, demo_records, open_demo_store
     from doxa.data.times import parse_time
     from doxa.inference.read.memory import Memory
 
-    path = db or default_db_path()
-    if path != ":memory:" and Path(path).exists():
-        Path(path).unlink()
-        wal = Path(path + ".wal")
-        if wal.exists():
-            wal.unlink()
-    mem = Memory(Store.open(path))
+    mem = Memory(guarded(lambda: open_demo_store(db)))
+    path = mem.store.path
     added = mem.ingest(demo_records())
     now = parse_time(DEMO_NOW)
     found = mem.beliefs(at=now)
@@ -191,9 +184,11 @@ def demo(
         emit_json({"db": path, "at": now, "added": added, "beliefs": [b.to_dict() for b in found],
                    "explanations": [e.to_dict() for e in explanations], "instructions": instructions})
         return
+    from rich.markup import escape
+
     con = console()
     con.rule("[bold]doxa demo[/]: what the assistant knows about Maya")
-    con.print(f"Fresh store at {path}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
+    con.print(f"Fresh store at {escape(path)}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
     con.print(f"Beliefs as of {now:%Y-%m-%d} (default parameters: nothing trained yet)\n")
     con.print(_belief_table(found, "every belief"))
     for ex in explanations:
@@ -203,8 +198,8 @@ def demo(
     for ins in instructions:
         con.print(f"[bold]Instruction[/] (from you, {ins['given_at']:%Y-%m-%d}): {ins['text']} — it stands;"
                   " evidence never outranks you.")
-    con.print("\n[dim]Next: `doxa context \"book Maya's birthday dinner\"`, `doxa search peanut`, "
-              "`doxa train`, `doxa bench --quick`.[/]")
+    con.print(f"\n[dim]Next, on this store: `doxa context \"book Maya's birthday dinner\" --at 2026-12-01 --db {escape(path)}`, "
+              f"`doxa search peanut --db {escape(path)}`; on your own records: `doxa ingest FILE` (docs/formats.md).[/]")
 
 
 # Each command module imports only typer and doxa.cli.common at import time; what the

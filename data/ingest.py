@@ -52,7 +52,7 @@ def _describe_validation_error(err: ValidationError) -> str:
         loc = ".".join(str(x) for x in item["loc"] if not (isinstance(x, str) and x in records.RECORD_TYPES))
         msg = item["msg"].removeprefix("Value error, ")
         if item["type"] == "missing":
-            parts.append(f"missing field '{loc}': add it (see FORMATS.md)")
+            parts.append(f"missing field '{loc}': add it (see docs/formats.md)")
         elif item["type"] == "extra_forbidden":
             parts.append(f"unknown field '{loc}': remove it or check its spelling")
         elif item["type"] == "union_tag_invalid":
