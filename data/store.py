@@ -8,6 +8,7 @@ touches the connection; the scorer and the fit receive numpy arrays
 from __future__ import annotations
 
 import json
+import math
 import os
 from datetime import datetime
 from importlib import resources
@@ -17,7 +18,7 @@ from typing import Any, Iterable
 import duckdb
 import numpy as np
 
-from .errors import IngestError, Problem, StoreError
+from .errors import IngestError, Problem, StoreError, store_open_message
 from .evidence import Evidence, QuestionTable
 
 DEFAULT_DB = "doxa.duckdb"
@@ -49,39 +50,114 @@ def from_days(days: float) -> datetime:
 
 
 def sql_literal(value: Any) -> str:
-    """A SQL literal for ``value``.
+    """A SQL literal for ``value``: the one place doxa turns a value into SQL text.
 
     The read path inlines its few parameters instead of binding them: DuckDB's Python
     parameter binding imports pandas (0.5 s), which would triple `doxa belief`'s start-up.
+    Any text round-trips exactly (tests/test_sql_quoting.py feeds it arbitrary strings):
+    quotes are doubled, and NUL, which ends a string inside DuckDB's parser, is spliced
+    in with ``chr(0)``.
     """
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return repr(float(value)) if isinstance(value, (float, np.floating)) else str(int(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return repr(number) if math.isfinite(number) else f"'{number}'::DOUBLE"
     if isinstance(value, datetime):
         return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
     if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+        quoted = "'" + value.replace("'", "''") + "'"
+        if "\x00" in value:
+            quoted = "(" + " || chr(0) || ".join("'" + part.replace("'", "''") + "'"
+                                                  for part in value.split("\x00")) + ")"
+        return quoted
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(sql_literal(v) for v in value) + "]::VARCHAR[]" if value and all(
-            isinstance(v, str) for v in value) else "[" + ", ".join(sql_literal(v) for v in value) + "]"
+        items = ", ".join(sql_literal(v) for v in value)
+        return f"[{items}]::VARCHAR[]" if value and all(isinstance(v, str) for v in value) else f"[{items}]"
     raise TypeError(f"cannot inline {type(value).__name__} into SQL")
 
 
+def _placeholders(sql: str) -> list[int]:
+    """Positions of the ``?`` placeholders of ``sql``: not those inside '…' strings, "…" names or comments."""
+    found, i, n = [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            end = sql.find(c, i + 1)
+            while end != -1 and end + 1 < n and sql[end + 1] == c:  # a doubled quote stays inside
+                end = sql.find(c, end + 2)
+            i = n if end == -1 else end + 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end == -1 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end == -1 else end + 2
+        else:
+            if c == "?":
+                found.append(i)
+            i += 1
+    return found
+
+
 def bind(sql: str, params: list[Any] | None) -> str:
-    """Replace each ``?`` of ``sql`` by the literal of the next parameter (no ``?`` in doxa's string literals)."""
+    """Put the literal of each parameter (:func:`sql_literal`) in place of its ``?`` of ``sql``."""
     if not params:
         return sql
-    pieces = sql.split("?")
-    if len(pieces) - 1 != len(params):
-        raise ValueError(f"{len(pieces) - 1} placeholders but {len(params)} parameters")
-    out = [pieces[0]]
-    for value, piece in zip(params, pieces[1:]):
+    marks = _placeholders(sql)
+    if len(marks) != len(params):
+        raise ValueError(f"{len(marks)} placeholders but {len(params)} parameters")
+    out, start = [], 0
+    for mark, value in zip(marks, params):
+        out.append(sql[start:mark])
         out.append(sql_literal(value))
-        out.append(piece)
+        start = mark + 1
+    out.append(sql[start:])
     return "".join(out)
+
+
+#: Nothing doxa does needs a DuckDB extension; left on, opening a SQLite file as a store
+#: makes DuckDB download one from the network.
+CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB file
+
+
+def _not_a_store(path: str) -> str | None:
+    """Why ``path`` cannot be a doxa store, judged before DuckDB touches it (None: it may be one)."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path} is a directory, not a doxa store: give the path of a store file, e.g. --db {path}/doxa.duckdb"
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(16)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    except PermissionError:
+        return f"cannot read {path}: permission denied. Check the file's permissions"
+    if not head or head[8:12] == _DUCKDB_MAGIC:
+        return None
+    what = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
+    return f"{path} is not a doxa store ({what}): give the path of a doxa store, or `doxa init --db NEW_PATH`"
+
+
+def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Every connection doxa makes: extensions never load or install themselves.
+
+    Raises :class:`StoreError` naming the real cause (a directory, not a DuckDB file,
+    a lock another process holds; see :func:`doxa.data.errors.store_open_message`).
+    """
+    if path != ":memory:":
+        reason = _not_a_store(path)
+        if reason is not None:
+            raise StoreError(reason)
+    try:
+        return duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
+    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
+        raise StoreError(store_open_message(path, str(err).removeprefix("IO Error: "))) from err
 
 
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
@@ -122,10 +198,7 @@ class Store:
         path = str(path) if path is not None else default_db_path()
         if path != ":memory:" and not create and not Path(path).exists():
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
-        try:
-            con = duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as err:
-            raise StoreError(f"cannot open {path}: {err}. Is another doxa process writing to it?") from err
+        con = connect(path, read_only=read_only)
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
         con.execute("SET enable_progress_bar = false")
         store = cls(con, path)
@@ -181,11 +254,19 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------------ ingest
-    def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
-        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table."""
+    def ingest_lines(self, lines: Iterable[str], *, name: str | None = None) -> dict[str, int]:
+        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table.
+
+        With ``name`` (a file's), input without a single record is refused as empty: a file
+        meant to hold records that holds none is a mistake to report, not "nothing new".
+        """
         from . import ingest as ingest_mod
 
-        return self.ingest_batch(ingest_mod.parse_lines(lines))
+        batch = ingest_mod.parse_lines(lines)
+        if name is not None and batch.lines == 0:
+            raise StoreError(f"{'standard input' if name == '-' else name} is empty: no records to ingest "
+                             "(one JSON object a line; see docs/formats.md)")
+        return self.ingest_batch(batch)
 
     def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
         from . import ingest as ingest_mod
@@ -196,10 +277,12 @@ class Store:
         if str(path) == "-":
             import sys
 
-            return self.ingest_lines(sys.stdin)
+            return self.ingest_lines(sys.stdin, name="-")
+        if Path(path).is_dir():
+            raise StoreError(f"{path} is a directory: give a JSON Lines file")
         try:
             with open(path, encoding="utf-8") as handle:
-                return self.ingest_lines(handle)
+                return self.ingest_lines(handle, name=str(path))
         except FileNotFoundError:
             raise StoreError(f"no such file: {path}") from None
         except UnicodeDecodeError as err:
@@ -442,6 +525,13 @@ class Store:
             "SELECT id FROM questions WHERE subject IN (SELECT unnest(?)) AND status = 'active' ORDER BY id",
             [list(subjects)]).fetchall()
         return [r[0] for r in rows]
+
+    def newest_evidence_time(self) -> datetime | None:
+        """When the newest message was sent or the newest settlement made (None: neither yet)."""
+        row = self.con.execute(
+            "SELECT greatest((SELECT max(sent_at) FROM messages), (SELECT max(settled_at) FROM settlements))"
+        ).fetchone()
+        return row[0] if row else None
 
     def counts(self) -> dict[str, int]:
         tables = ("subjects", "relations", "sources", "messages", "questions", "readings",
