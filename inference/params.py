@@ -40,7 +40,7 @@ from typing import Any
 #: moves the belief toward what it says. A reading's log-likelihood ratio for the answer it
 #: states, ``log(α (K - 1) / (1 - α))``, rises with ``α`` for every K, so the order of the
 #: sources is the same on a yes/no question as on one of five options
-#: (tests/test_errors.py checks both on K = 2, 3, 5). At ``α = 1/2`` a business would count
+#: (tests/test_default_trust.py checks both on K = 2, 3, 5). At ``α = 1/2`` a business would count
 #: for nothing on a yes/no question while counting on every other.
 DEFAULT_TRUST_BY_TOP_LAYER: dict[str, float] = {
     "person": 0.9,
