@@ -1,17 +1,17 @@
 """doxa: a belief memory for agents that says how sure it is.
 
-``doxa.open(path)`` returns a :class:`doxa.inference.memory.Memory`: ingest, beliefs,
-explanations. The store is :mod:`doxa.data.store`; the scorer :mod:`doxa.inference.scorer`. Nothing here imports torch, pyro or pandas: reads stay fast.
+``doxa.open(path)`` returns a :class:`doxa.inference.read.memory.Memory`: ingest, beliefs,
+explanations. The store is :mod:`doxa.data.store`; the scorer :mod:`doxa.inference.read.scorer`. Nothing here imports torch, pyro or pandas: reads stay fast.
 """
 
 __version__ = "0.1.0"
 
 
 def open(path=None, **kwargs):  # noqa: A001 - mirrors sqlite-utils' Database()
-    """Open (creating if needed) a doxa store as a :class:`doxa.inference.memory.Memory`.
+    """Open (creating if needed) a doxa store as a :class:`doxa.inference.read.memory.Memory`.
 
     ``None`` means ``$DOXA_DB`` or ./doxa.duckdb; ``":memory:"`` keeps nothing on disk.
     """
-    from doxa.inference.memory import Memory
+    from doxa.inference.read.memory import Memory
 
     return Memory.open(path, **kwargs)

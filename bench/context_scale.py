@@ -2,7 +2,7 @@
 
 Builds (vectorised: numpy columns → Arrow tables → one bulk insert, then the term index
 in SQL) a store of 1,000 subjects, 20,000 questions and their messages and readings,
-then times :func:`doxa.inference.context.context` over many different tasks and prints
+then times :func:`doxa.inference.agent.context.context` over many different tasks and prints
 the median, p95 and max. Target: median ≤ 50 ms.
 
     .venv/bin/python bench/context_scale.py                       # 1,000 subjects, 20 questions each
@@ -85,7 +85,7 @@ TASKS = ("book {n}'s birthday dinner", "send flowers to {n}", "plan a weekend tr
 
 
 def build(path: str, n_subjects: int, per_subject: int, readings: int, seed: int = 7) -> dict[str, int]:
-    from doxa.data.organizer import insert_arrow
+    from doxa.data.insert import insert_arrow
     from doxa.data.store import Store
 
     rng = np.random.default_rng(seed)
@@ -194,8 +194,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from doxa.data.store import Store
-    from doxa.inference.context import context
-    from doxa.inference.memory import Memory
+    from doxa.inference.agent.context import context
+    from doxa.inference.read.memory import Memory
 
     tmp = tempfile.TemporaryDirectory() if args.db is None else None
     path = args.db or str(Path(tmp.name) / "context_scale.duckdb")

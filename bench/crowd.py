@@ -66,7 +66,7 @@ def records(name: str, triples, gold, options, revealed: set[str]) -> list[dict]
 
 
 def scores(probs: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    from doxa.inference.calibrate import expected_calibration_error, log_loss
+    from doxa.inference.learn.calibrate import expected_calibration_error, log_loss
 
     return {"accuracy": float((probs.argmax(1) == truth).mean()), "log_loss": log_loss(probs, truth),
             "ece": expected_calibration_error(probs, truth)}
@@ -75,7 +75,7 @@ def scores(probs: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 def ece_noise_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float:
     """Mean ECE of a perfectly calibrated predictor with these very beliefs (answers drawn from
     them): on a few dozen items, binning noise alone gives this much."""
-    from doxa.inference.calibrate import expected_calibration_error
+    from doxa.inference.learn.calibrate import expected_calibration_error
 
     rng = np.random.default_rng(seed)
     cum = probs.cumsum(1)
@@ -107,9 +107,9 @@ def mcnemar_p(only_a: int, only_b: int) -> float:
 
 def run_one(name: str, seed: int, fit_options: dict) -> dict:
     from doxa.data.store import Store
-    from doxa.inference import scorer
-    from doxa.inference.calibrate import apply_calibration
-    from doxa.inference.train import train
+    from doxa.inference.read import scorer
+    from doxa.inference.learn.calibrate import apply_calibration
+    from doxa.inference.learn.train import train
 
     triples, gold, options = load_set(name)
     items = sorted(gold)

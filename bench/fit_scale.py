@@ -1,7 +1,7 @@
 """How the nightly fit scales: wall time and peak memory at 10k / 100k / 1M readings.
 
 Each size runs in a fresh process (so peak RSS is its own): evidence is drawn from
-the generative story (:mod:`doxa.model.simulate`, skewed question lengths, four
+the generative story (:mod:`doxa.inference.evaluation.simulate`, skewed question lengths, four
 source layers), then ``BeliefFit`` (defaults: confusion auto, subsampling above
 50k events per step) and the in-sample settlement predictions the calibration map
 is fitted on (what ``doxa train`` does above 20,000 settlements; below, it also
@@ -40,13 +40,13 @@ def _full_elbo(fit, particles: int, seed: int) -> tuple[float, float]:
     import torch
     from pyro.infer import TraceMeanField_ELBO
 
-    from doxa.inference.fit import _fast_pyro
-    from doxa.model import belief_model as bm
+    from doxa.inference.learn.fit import _fast_pyro
+    from doxa.model.belief_model import belief_model
 
     chains = [dataclasses.replace(c, subsample=None) for c in fit.chains_]
 
     def model():
-        bm.belief_model(fit.structure_, chains, confusion=fit.confusion_)
+        belief_model(fit.structure_, chains, confusion=fit.confusion_)
 
     pyro.set_rng_seed(seed)  # the same guide noise for every fit compared (common random numbers)
     elbo = TraceMeanField_ELBO()
@@ -98,9 +98,9 @@ def one(readings: int, threads: int, seed: int, events_per_step: int | None, che
 
     import numpy as np
 
-    from doxa.inference.fit import BeliefFit
-    from doxa.inference.train import predict_settlements
-    from doxa.model.simulate import SimulationConfig, simulate_evidence
+    from doxa.inference.learn.fit import BeliefFit
+    from doxa.inference.learn.train import predict_settlements
+    from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 
     load_before = os.getloadavg()[0]
     started = time.perf_counter()

@@ -6,7 +6,7 @@ fit with the default settings, and print one row per kind with at least
 fitted half-lives and their ratio, whether the 90% interval holds the truth, and
 ``sd*``, the standard deviation of ``log λ`` that an ideal observer would reach if
 every informative observation were exact (a lower bound on what any fit can do; see
-:func:`doxa.inference.information.rate_information`). Then each reader's true and
+:func:`doxa.inference.evaluation.information.rate_information`). Then each reader's true and
 fitted temperature. Ends with how many (kind, seed) pairs are within ×1.5, split by
 whether ``sd*`` allows it.
 
@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 def world_config(base, seed: int, rates: dict[str, float], scale: float | None = None, people: int | None = None):
-    from doxa.data.world import WorldConfig
+    from doxa.inference.evaluation.world import WorldConfig
 
     config = base.model_dump(mode="json")
     config["seed"] = seed
@@ -39,9 +39,9 @@ def world_config(base, seed: int, rates: dict[str, float], scale: float | None =
 
 def run_seed(config, min_changes: int) -> tuple[list[dict], list[dict]]:
     from doxa.data.store import Store
-    from doxa.inference.information import rate_information
-    from doxa.data.world import generate_world
-    from doxa.inference.fit import BeliefFit
+    from doxa.inference.evaluation.information import rate_information
+    from doxa.inference.evaluation.world import generate_world
+    from doxa.inference.learn.fit import BeliefFit
 
     world = generate_world(config)
     store = Store.memory()
@@ -83,7 +83,7 @@ def run_seed(config, min_changes: int) -> tuple[list[dict], list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from doxa.data.world import WorldConfig
+    from doxa.inference.evaluation.world import WorldConfig
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="7,8,9", help="comma-separated world seeds")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += kind_rows
         readers += reader_rows
     within = [abs(math.log(r["ratio"])) <= math.log(1.5) for r in rows]
-    from doxa.inference.information import PINNED_SDS
+    from doxa.inference.evaluation.information import PINNED_SDS
 
     pinned = [r["sd"] <= math.log(1.5) / PINNED_SDS for r in rows]
     print(f"\nkinds with ≥ {args.min_changes} changes: {sum(within)}/{len(rows)} within ×1.5, "

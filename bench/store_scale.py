@@ -230,8 +230,8 @@ def small_batch(db: str, n_questions: int, n_sources: int, size: int, seed: int)
 def bench_beliefs(db: str, repeats: int) -> dict[str, tuple[float, float]]:
     """Median (wall, CPU) seconds of each step; CPU time (all threads) is what a busy machine distorts least."""
     from doxa.data.store import Store, to_days
-    from doxa.inference import scorer
-    from doxa.inference.memory import Memory
+    from doxa.inference.read import scorer
+    from doxa.inference.read.memory import Memory
 
     out: dict[str, list[tuple[float, float]]] = {}
 
@@ -309,7 +309,7 @@ PHASES_CODE = """
 import time; t0 = time.perf_counter()
 import json, sys
 from doxa.data.store import Store
-from doxa.inference.memory import Memory
+from doxa.inference.read.memory import Memory
 t1 = time.perf_counter(); store = Store.open(sys.argv[1], create=False)
 t2 = time.perf_counter(); belief = Memory(store).belief(sys.argv[2])
 t3 = time.perf_counter(); store.close()

@@ -36,9 +36,9 @@ def bench(
     """The generated-world benchmark: every system on the same stream, against the known truth."""
     from pathlib import Path
 
-    from doxa.data.world import WorldConfig, WorldConfigError, generate_world
-    from doxa.inference import baselines as B
-    from doxa.inference import bench as BN
+    from doxa.inference.evaluation.world import WorldConfig, WorldConfigError, generate_world
+    from doxa.inference.evaluation import baselines as B
+    from doxa.inference.evaluation import bench as BN
 
     try:
         if world is None:
@@ -99,7 +99,7 @@ def bench(
 def render_table(result, console) -> None:
     from rich.table import Table
 
-    from doxa.inference import bench as BN
+    from doxa.inference.evaluation import bench as BN
 
     header, rows = BN.table_rows(result)
     w = result.world

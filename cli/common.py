@@ -90,7 +90,7 @@ def warn_if_after_evidence(mem, moment: Optional[datetime]) -> None:
     """
     if moment is None:
         return
-    from doxa.inference.memory import utc_now
+    from doxa.inference.read.memory import utc_now
 
     newest = mem.store.newest_evidence_time()
     if newest is None:
@@ -105,7 +105,7 @@ def warn_if_after_evidence(mem, moment: Optional[datetime]) -> None:
 def open_memory(db: Optional[str], *, must_exist: bool = True):
     from doxa.data.errors import StoreError
     from doxa.data.store import Store, default_db_path
-    from doxa.inference.memory import Memory
+    from doxa.inference.read.memory import Memory
 
     path = db or default_db_path()
     try:

@@ -12,11 +12,12 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.options import AtOption, DbOption, JsonOption, flag  # noqa: E402
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, warn_if_after_evidence
+from doxa.cli.console import console
+from doxa.cli.options import AtOption, DbOption, JsonOption, flag
 ByOption = typer.Option("user", "--by", help="Who does this (recorded with the operation).")
 
 
-from doxa.cli.common import markup_safe as _e  # noqa: E402
 
 
 def _bar(p: float, width: int = 20) -> str:
@@ -29,7 +30,6 @@ def _answers(answers: dict[str, float]) -> str:
 
 def _pairs(text: Optional[str], what: str) -> dict[str, str]:
     """'a=b,c=d' → {'a': 'b', 'c': 'd'}."""
-    from doxa.cli.common import fail
 
     out: dict[str, str] = {}
     for piece in (text or "").split(","):
@@ -43,7 +43,6 @@ def _pairs(text: Optional[str], what: str) -> dict[str, str]:
 
 
 def _read_jsonl(path: str, what: str) -> list[dict]:
-    from doxa.cli.common import fail
 
     records = []
     try:
@@ -87,8 +86,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
-        from doxa.cli.common import emit_json, guarded, open_memory, parse_at, warn_if_after_evidence
-        from doxa.inference.context import context as build
+        from doxa.inference.agent.context import context as build
 
         moment = parse_at(at)
         mem = open_memory(db)
@@ -108,8 +106,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Full-text search (BM25) over every kept message, best first."""
-        from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.cli.main import console
         from doxa.data import search as S
 
         mem = open_memory(db)
@@ -148,9 +144,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """A question nobody prepared: create it, read the kept evidence, answer now."""
-        from doxa.cli.common import emit_json, guarded, open_memory, parse_at, warn_if_after_evidence
-        from doxa.cli.main import console
-        from doxa.inference.ask import ask as run
+        from doxa.inference.agent.ask import ask as run
 
         moment = parse_at(at)
         mem = open_memory(db)
@@ -192,7 +186,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Merge a duplicate question into another; `doxa undo OP` reverses it exactly."""
-        from doxa.cli.common import open_memory
 
         mem = open_memory(db)
         record = {"type": "question_merge", "id": op_id or _new_op_id(mem.store, f"merge-{duplicate}-into-{into}"),
@@ -219,7 +212,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Split one question into several; readings follow --assign and --readings."""
-        from doxa.cli.common import fail, open_memory
 
         mem = open_memory(db)
         new_questions = _read_jsonl(into, "a question record")
@@ -250,7 +242,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Reverse one organizer operation exactly (a later one that depends on it must be undone first)."""
-        from doxa.cli.common import fail, open_memory
         from doxa.data.organizer import operations
 
         mem = open_memory(db)
@@ -265,8 +256,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Every organizer operation (merge, split, undo): who, when, and whether it was undone."""
-        from doxa.cli.common import emit_json, open_memory
-        from doxa.cli.main import console
         from doxa.data.organizer import operations
 
         mem = open_memory(db)
@@ -302,16 +291,15 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Rebuild a store from the kept evidence under another set of questions."""
-        from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.data.organizer import replay as run
-        from doxa.inference.memory import Memory
+        from doxa.data.replay import replay as run
+        from doxa.inference.read.memory import Memory
 
         mem = open_memory(db)
         records = _read_jsonl(questions, "a question record")
         target, report = guarded(lambda: run(mem.store, to, records, from_questions=_pairs(from_map, "--from")))
         if read and report["unread"]:
-            from doxa.inference.ask import NO_READER_HINT, read_question
-            from doxa.inference.readers import reader_from_env
+            from doxa.inference.agent.ask import NO_READER_HINT, read_question
+            from doxa.inference.agent.readers import reader_from_env
 
             reader = reader_from_env()
             if reader is None:
@@ -339,8 +327,6 @@ def register(app: typer.Typer) -> None:
 
 def _apply(mem, record: dict, show: list[str], as_json: bool) -> None:
     """Ingest one organizer record and show the beliefs it touched."""
-    from doxa.cli.common import emit_json, guarded
-    from doxa.cli.main import console
 
     added = guarded(lambda: mem.ingest([record]))
     active = [q for q in show if q and _active(mem, q)]
@@ -378,7 +364,6 @@ def _indented(con, text: str, indent: int, style: str = "") -> None:
 
 
 def render_context(ctx) -> None:
-    from doxa.cli.main import console
 
     con = console()
     con.print(f"[bold]Context for[/] “{_e(ctx.task)}” as of {ctx.at[:10]}")
@@ -415,7 +400,6 @@ def render_context(ctx) -> None:
 
 
 def render_ask(result) -> None:
-    from doxa.cli.main import console
 
     con = console()
     q = result.question

@@ -1,4 +1,4 @@
-"""The `doxa` command line: a thin typer layer over :mod:`doxa.inference.memory`.
+"""The `doxa` command line: a thin typer layer over :mod:`doxa.inference.read.memory`.
 
 Every command takes ``--db`` (default ``$DOXA_DB``, else ./doxa.duckdb) and ``--json``.
 Heavy libraries load only inside the commands that need them, so `doxa belief`
@@ -7,12 +7,15 @@ starts fast.
 
 from __future__ import annotations
 
-import json
-import sys
-from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import typer
+
+from doxa.cli import bench_cmds, context_cmds, train_cmds
+from doxa.cli.common import emit_json, guarded, markup_safe as _e, open_memory, parse_at, show_belief, \
+    warn_if_after_evidence
+from doxa.cli.console import console
+from doxa.cli.options import AtOption, DbOption, JsonOption
 
 app = typer.Typer(
     name="doxa",
@@ -22,11 +25,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-from doxa.cli.options import AtOption, DbOption, JsonOption  # noqa: E402
-
-
-from doxa.cli.common import (  # noqa: F401, E402
-    emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, show_belief, warn_if_after_evidence)
 
 
 def _version() -> str:
@@ -52,12 +50,6 @@ def _root(
                                  callback=_print_version, is_eager=True),
 ):
     """A belief memory for agents: every answer with the probability it deserves."""
-
-
-def console():
-    from rich.console import Console
-
-    return Console()
 
 
 def _fmt_p(p: float) -> str:
@@ -209,7 +201,7 @@ def demo(
     from doxa.data.demo import DEMO_NOW, demo_records
     from doxa.data.store import Store, default_db_path
     from doxa.data.times import parse_time
-    from doxa.inference.memory import Memory
+    from doxa.inference.read.memory import Memory
 
     path = db or default_db_path()
     if path != ":memory:" and Path(path).exists():
@@ -244,21 +236,10 @@ def demo(
               "`doxa train`, `doxa bench --quick`.[/]")
 
 
-def _register_optional_commands() -> None:
-    """Commands whose modules pull heavier dependencies register themselves here."""
-    import importlib
-
-    for module in ("doxa.cli.train_cmds", "doxa.cli.bench_cmds", "doxa.cli.context_cmds"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name == module:
-                continue
-            raise
-        mod.register(app)
-
-
-_register_optional_commands()
+# Each command module imports only typer and doxa.cli.common at import time; what the
+# commands need beyond that loads inside them.
+for _commands in (train_cmds, bench_cmds, context_cmds):
+    _commands.register(app)
 
 
 def main() -> None:

@@ -44,8 +44,8 @@ def train(
         fail(f"--confusion must be auto, on or off, not {confusion!r}", 2)
     moment = parse_at(at)
     mem = open_memory(db)
-    from doxa.inference.fit import FitDiverged, NothingToFit
-    from doxa.inference.train import train as run_train
+    from doxa.inference.learn.fit import FitDiverged, NothingToFit
+    from doxa.inference.learn.train import train as run_train
 
     options = {"confusion": confusion, "max_steps": max_steps, "learning_rate": learning_rate,
                "events_per_step": events_per_step}
@@ -66,7 +66,7 @@ def train(
 def _print_train(summary: dict, result) -> None:
     from rich.console import Console
 
-    from doxa.inference.calibrate import markdown_table
+    from doxa.inference.learn.calibrate import markdown_table
 
     con = Console()
     version = f"published parameter version {summary['version']}" if summary["version"] else "dry run: nothing published"
@@ -109,7 +109,7 @@ def calibration(
     report = (body.get("diagnostics") or {}).get("calibration")
     if not report:
         fail(f"parameter version {version} has no calibration report: publish one with `doxa train`")
-    from doxa.inference.calibrate import markdown_table, plot_reliability, reliability_markdown
+    from doxa.inference.learn.calibrate import markdown_table, plot_reliability, reliability_markdown
 
     if plot:
         plot_reliability(report, plot, title=f"doxa params v{version}")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .evidence import Evidence, SourceTable
+from .times import to_days
 
 if TYPE_CHECKING:
     from .store import Store
@@ -211,8 +212,6 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
 
     def floats(x):
         return np.asarray(x, dtype=np.float64)
-
-    from .store import to_days
 
     return Evidence(
         questions=questions,

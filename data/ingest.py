@@ -20,7 +20,7 @@ from typing import Iterable
 
 from pydantic import ValidationError
 
-from . import models
+from . import models, records
 from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem  # noqa: F401 - re-exported
 
 _FORWARD_PREFIX = re.compile(r"^\s*((fwd?|re|aw|wg)\s*:\s*)+", re.IGNORECASE)
@@ -52,13 +52,13 @@ FORMATS_POINTER = "see docs/formats.md"
 def _field_path(loc: tuple) -> str:
     """``("message", "source")`` → ``source``: the first item of a union's location is the record type."""
     parts = list(loc)
-    if parts and isinstance(parts[0], str) and parts[0] in models.RECORD_TYPES:
+    if parts and isinstance(parts[0], str) and parts[0] in records.RECORD_TYPES:
         parts = parts[1:]
     return ".".join(str(x) for x in parts)
 
 
 def _known_fields(record_type: object) -> list[str]:
-    model = models.RECORD_TYPES.get(record_type) if isinstance(record_type, str) else None
+    model = records.RECORD_TYPES.get(record_type) if isinstance(record_type, str) else None
     if model is None:
         return []
     return [f.alias or name for name, f in model.model_fields.items()]
@@ -84,7 +84,7 @@ def describe_validation_error(err: ValidationError, line: int, record_type: obje
                 "remove it or check its spelling"
             problems.append(Problem(line, f"unknown field '{field_name}'", fix, field_name))
         elif kind == "union_tag_invalid":
-            known = ", ".join(models.RECORD_TYPES)
+            known = ", ".join(records.RECORD_TYPES)
             problems.append(Problem(line, f"unknown type {given.get('type')!r}", f"use one of {known}", "type"))
         elif kind == "union_tag_not_found":
             problems.append(Problem(line, "missing field 'type'",
@@ -130,10 +130,8 @@ def parse_records(records: Iterable[dict]) -> ParsedBatch:
 
 
 def _parse(items, *, from_json: bool) -> ParsedBatch:
-    from . import organizer  # noqa: F401 - registers the organizer's record types (merge, split, undo)
-
     batch = ParsedBatch()
-    adapter = models.record_adapter
+    adapter = records.record_adapter
     for number, item in items:
         if from_json:
             if not item.strip():

@@ -264,11 +264,3 @@ RECORD_TYPES: dict[str, type[_Record]] = {
 
 record_adapter: TypeAdapter = TypeAdapter(Record)
 
-
-def register_record_type(name: str, model: type[_Record]) -> None:
-    """Let another part of doxa (the organizer's operations) add a record type to ingest."""
-    global record_adapter
-    RECORD_TYPES[name] = model
-    record_adapter = TypeAdapter(
-        Annotated[Union[tuple(RECORD_TYPES.values())], Field(discriminator="type")]
-    )

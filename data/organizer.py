@@ -30,118 +30,33 @@ Nothing is deleted that was not inserted by the operation being undone: question
 their rows (status ``merged``, ``split`` or ``withdrawn``), and every operation stays in
 ``organizer_ops`` with who did it and when, undone or not.
 
-:func:`replay` rebuilds a store from the kept evidence under another set of questions
-(DESIGN: "replay past evidence through each version [of the organizer], keep the one
-that scores best").
+The records themselves are in :mod:`doxa.data.operation_records`; :func:`doxa.data.replay.replay`
+rebuilds a store from the kept evidence under another set of questions.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pydantic import Field, field_validator, model_validator
 
-from . import models
 from .errors import IngestError, Problem
-from .models import NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
-from .store import bind
-from .writer import ExtraWriter, register_writer
+from .insert import insert_arrow_con
+from .operation_records import OP_TYPES, QuestionMergeRecord, QuestionSplitRecord, UndoRecord
+from .sql import bind
+from .writer import ExtraWriter
 
 if TYPE_CHECKING:
     from .store import Store
 
-OP_TYPES = ("question_merge", "question_split", "undo")
 WITHDRAWN = "withdrawn"
 
 
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-# ---------------------------------------------------------------------------- records
-class QuestionMergeRecord(_Record):
-    type: Literal["question_merge"]
-    id: NonEmpty
-    into: NonEmpty
-    from_: NonEmpty = Field(alias="from")
-    option_map: dict[str, str] | None = None
-    by: NonEmpty = "organizer"
-    at: Time | None = None
-
-    @model_validator(mode="after")
-    def _distinct(self) -> "QuestionMergeRecord":
-        if self.into == self.from_:
-            raise ValueError("'from' and 'into' name the same question: a merge joins two questions")
-        return self
-
-
-def _typed(items: Any, type_name: str) -> Any:
-    """Let nested question / reading records omit their "type"."""
-    if isinstance(items, list):
-        return [dict(x, type=x.get("type", type_name)) if isinstance(x, dict) else x for x in items]
-    return items
-
-
-class QuestionSplitRecord(_Record):
-    type: Literal["question_split"]
-    id: NonEmpty
-    question: NonEmpty
-    into: list[QuestionRecord] = Field(min_length=1)
-    assign: dict[str, NonEmpty | list[NonEmpty]] = {}
-    option_map: dict[str, dict[str, str]] = {}
-    readings: list[ReadingRecord] = []
-    by: NonEmpty = "organizer"
-    at: Time | None = None
-
-    @field_validator("into", mode="before")
-    @classmethod
-    def _into_typed(cls, value):
-        return _typed(value, "question")
-
-    @field_validator("readings", mode="before")
-    @classmethod
-    def _readings_typed(cls, value):
-        return _typed(value, "reading")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "QuestionSplitRecord":
-        new_ids = [q.id for q in self.into]
-        if len(set(new_ids)) != len(new_ids):
-            raise ValueError("into: two new questions share an id")
-        if self.question in new_ids:
-            raise ValueError(f"into: a new question cannot reuse the split question's id {self.question!r}")
-        unknown = sorted(set(self.option_map) - set(new_ids))
-        if unknown:
-            raise ValueError(f"option_map names {unknown}, which are not questions in 'into'")
-        for message, targets in self.assign.items():
-            for target in [targets] if isinstance(targets, str) else targets:
-                if target not in new_ids:
-                    raise ValueError(f"assign: message {message!r} is assigned to {target!r}, not a question in 'into'")
-        for r in self.readings:
-            if r.question not in new_ids:
-                raise ValueError(f"readings: {r.question!r} is not a question in 'into'")
-        return self
-
-    def targets(self, message: str) -> list[str]:
-        value = self.assign.get(message, [])
-        return [value] if isinstance(value, str) else list(value)
-
-
-class UndoRecord(_Record):
-    type: Literal["undo"]
-    op: NonEmpty
-    id: NonEmpty | None = None
-    by: NonEmpty = "organizer"
-    at: Time | None = None
-
-    @property
-    def op_id(self) -> str:
-        return self.id or f"undo:{self.op}"
 
 
 # ---------------------------------------------------------------------------- option maps
@@ -204,7 +119,7 @@ def _question(con, qid: str) -> dict[str, Any] | None:
     return out
 
 
-def _insert_readings(con, question: str, rows: list[tuple]) -> None:
+def insert_readings(con, question: str, rows: list[tuple]) -> None:
     """rows: (message, reader, reader_version, probs list, unclear, unrelated, one_off)."""
     if not rows:
         return
@@ -394,12 +309,12 @@ class OrganizerWriter(ExtraWriter):
             given = [r for r in rec.readings if r.question == q.id]
             carried_keys = set()
             if messages:
-                rows = _carried_readings(con, rec.question, maps[q.id], messages)
+                rows = carried_readings(con, rec.question, maps[q.id], messages)
                 rows = [r for r in rows if (r[0], q.id, r[1]) not in given_keys]
-                _insert_readings(con, q.id, rows)
+                insert_readings(con, q.id, rows)
                 carried_keys = {(r[0], r[1]) for r in rows}
                 effects["readings"] += [[r[0], q.id, r[1]] for r in rows]
-            _insert_readings(con, q.id, [
+            insert_readings(con, q.id, [
                 (r.message, r.reader, r.reader_version, [r.probs[o] for o in q.options],
                  r.unclear, r.unrelated, r.one_off) for r in given if (r.message, r.reader) not in carried_keys])
             effects["readings"] += [[r.message, q.id, r.reader] for r in given]
@@ -463,7 +378,7 @@ def _record_json(rec) -> dict[str, Any]:
     return rec.model_dump(mode="json", by_alias=True)
 
 
-def _carried_readings(con, question: str, omap: OptionMap, messages: list[str] | None) -> list[tuple]:
+def carried_readings(con, question: str, omap: OptionMap, messages: list[str] | None) -> list[tuple]:
     """Readings of ``question`` (optionally only of ``messages``), mapped through ``omap``."""
     where = "question = ?" + (" AND list_contains(?, message)" if messages is not None else "")
     params: list[Any] = [question] + ([messages] if messages is not None else [])
@@ -481,8 +396,8 @@ def _carried_readings(con, question: str, omap: OptionMap, messages: list[str] |
 def _carry_question(con, src: dict[str, Any], into: dict[str, Any], omap: OptionMap) -> dict[str, Any]:
     """Carry every reading, settlement and rejection of ``src`` to ``into`` (merge)."""
     taken = {(m, r) for m, r in _rows(con, "SELECT message, reader FROM readings WHERE question = ?", [into["id"]])}
-    rows = [r for r in _carried_readings(con, src["id"], omap, None) if (r[0], r[1]) not in taken]
-    _insert_readings(con, into["id"], rows)
+    rows = [r for r in carried_readings(con, src["id"], omap, None) if (r[0], r[1]) not in taken]
+    insert_readings(con, into["id"], rows)
     outcomes = _carry_outcomes(con, src, into, omap)
     return {"readings": [[r[0], r[1]] for r in rows], **outcomes}
 
@@ -520,9 +435,8 @@ def _carry_outcomes(con, src: dict[str, Any], target: dict[str, Any], omap: Opti
 
 
 ORGANIZER_WRITER = OrganizerWriter()
-register_writer("question_merge", QuestionMergeRecord, ORGANIZER_WRITER)
-register_writer("question_split", QuestionSplitRecord, ORGANIZER_WRITER)
-register_writer("undo", UndoRecord, ORGANIZER_WRITER)
+#: The writer of each operation record type; the store hands these to ingest's writer.
+OPERATION_WRITERS = {type_name: ORGANIZER_WRITER for type_name in OP_TYPES}
 
 
 # ---------------------------------------------------------------------------- reading back
@@ -540,175 +454,5 @@ def operations(store: "Store") -> list[dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------------------- bulk copies
-def insert_arrow_con(con, table: str, arrow: pa.Table) -> int:
-    """``INSERT INTO table`` the columns of an Arrow table (trusted rows: no validation)."""
-    name = f"_bulk_{table}"
-    con.register(name, arrow)
-    try:
-        cols = ", ".join(arrow.column_names)
-        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}").fetchall()
-    finally:
-        con.unregister(name)
-    return arrow.num_rows
-
-
-def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bool = True) -> dict[str, int]:
-    """Bulk-load trusted tables (replay, benchmarks) in one transaction, in the order given.
-
-    Rows are not validated: use ``doxa ingest`` for anything from outside doxa. With
-    ``index_terms``, messages that have no full-text terms yet are indexed afterwards.
-    """
-    con = store.con
-    counts = {}
-    con.execute("BEGIN")
-    try:
-        for table, arrow in tables.items():
-            counts[table] = insert_arrow_con(con, table, arrow)
-        if index_terms and "messages" in tables and "message_terms" not in tables:
-            index_missing_terms(con)
-        from .writer import complete_readings
-
-        complete_readings(con)
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    return counts
-
-
-def index_missing_terms(con) -> None:
-    """Full-text terms for messages that have none (same tokeniser as ingest)."""
-    from .search import TOKEN_SPLIT
-
-    con.execute(
-        f"""INSERT INTO message_terms
-            SELECT id, term, count(*)::INTEGER FROM (
-                SELECT id, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
-                FROM messages WHERE id NOT IN (SELECT DISTINCT message FROM message_terms))
-            WHERE length(term) > 0 GROUP BY id, term"""
-    ).fetchall()
-
-
 # ---------------------------------------------------------------------------- replay
-#: Tables replay copies as they are: the evidence and everything the user said.
-_COPIED = ("subjects", "relations", "sources", "messages", "message_terms", "params")
-
-
-def replay(
-    source: "Store",
-    target_path: str | Path,
-    question_records: list[dict[str, Any]],
-    *,
-    from_questions: dict[str, str] | None = None,
-) -> tuple["Store", dict[str, Any]]:
-    """A new store at ``target_path`` holding ``source``'s kept evidence under other questions.
-
-    Copied as they are: subjects, relations, sources, messages (with their term index)
-    and parameter versions. The questions are ``question_records`` (FORMATS question
-    records, validated). For each new question, readings, settlements and rejections are
-    carried from the source question of the same id (or ``from_questions[new_id]``)
-    through the options both share by name; an old option with no counterpart leaves its
-    mass as ``unclear``. Instructions come along; their ``rests_on`` is kept only where
-    it names a new question and one of its options. New questions nothing carries to are
-    listed under ``unread``: a reader can read the kept messages for them
-    (:func:`doxa.inference.ask.read_question`). Returns the open target store and a report.
-    """
-    from .store import Store, StoreError
-
-    target_path = str(target_path)
-    if target_path != ":memory:" and Path(target_path).exists():
-        raise StoreError(f"{target_path} exists: replay builds a new store, give a path that does not exist yet")
-    batch = [dict(r) for r in question_records]
-    for n, r in enumerate(batch, start=1):
-        if r.get("type", "question") != "question":
-            raise StoreError(f"record {n}: replay takes question records only, got type {r.get('type')!r}")
-        r["type"] = "question"
-    new_questions = [models.QuestionRecord.model_validate(r) for r in batch] if batch else []
-    ids = [q.id for q in new_questions]
-    if len(set(ids)) != len(ids):
-        raise StoreError("two question records share an id: each question needs its own id")
-    origin = {q.id: (from_questions or {}).get(q.id, q.id) for q in new_questions}
-
-    target = Store.open(target_path)
-    try:
-        # read each result whole before the next query: a pending result dies with the next execute
-        tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
-        insert_arrow(target, tables, index_terms=False)
-        target.ingest_records(batch)
-
-        old = {r[0]: list(r[1]) for r in source.execute(
-            "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
-        ).fetchall()}
-        carried: dict[str, int] = {}
-        con = target.con
-        con.execute("BEGIN")
-        try:
-            for q in new_questions:
-                src_id = origin[q.id]
-                if src_id not in old:
-                    carried[q.id] = 0
-                    continue
-                omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
-                if omap.empty:
-                    carried[q.id] = 0
-                    continue
-                rows = _carried_readings(source.con, src_id, omap, None)
-                _insert_readings(con, q.id, rows)
-                carried[q.id] = len(rows)
-                src_q = {"id": src_id}
-                _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
-            _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
-            from .writer import complete_readings
-
-            complete_readings(con)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-    except Exception:
-        target.close()
-        raise
-    report = {
-        "target": target_path,
-        "copied": {t: tables[t].num_rows for t in _COPIED},
-        "questions": len(new_questions),
-        "carried_readings": carried,
-        "unread": [qid for qid, n in carried.items() if n == 0],
-    }
-    return target, report
-
-
-def _as_table(arrow) -> pa.Table:
-    return arrow.read_all() if hasattr(arrow, "read_all") else arrow
-
-
-def _copy_outcomes(src_con, dst_con, src_q, dst_q, omap: OptionMap) -> None:
-    for answer, at, how, by in src_con.execute(bind(
-            "SELECT answer, settled_at, how, settled_by FROM settlements WHERE question = ?", [src_q["id"]])).fetchall():
-        if answer in omap.mapping:
-            dst_con.execute(bind("INSERT INTO settlements VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                 [dst_q["id"], omap.mapping[answer], at, how, by])).fetchall()
-    for answer, at, by in src_con.execute(bind(
-            "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ?", [src_q["id"]])).fetchall():
-        if answer in omap.mapping:
-            dst_con.execute(bind("INSERT INTO rejections VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                 [dst_q["id"], omap.mapping[answer], at, by])).fetchall()
-
-
-def _copy_instructions(source: "Store", dst_con, options: dict[str, list[str]], origin: dict[str, str]) -> None:
-    back = {}
-    for new_id, old_id in origin.items():
-        back.setdefault(old_id, new_id)
-    rows = source.con.execute(
-        "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions").fetchall()
-    for iid, subject, text, at, rq, ra in rows:
-        new_q = back.get(rq) if rq else None
-        if new_q is None or ra not in options.get(new_q, []):
-            new_q, ra = None, None
-        dst_con.execute(bind("INSERT INTO instructions VALUES (?, ?, ?, ?, ?, ?)",
-                             [iid, subject, text, at, new_q, ra])).fetchall()
-
-
-__all__ = ["QuestionMergeRecord", "QuestionSplitRecord", "UndoRecord", "OptionMap", "operations",
-           "replay", "insert_arrow", "index_missing_terms", "WITHDRAWN"]
+__all__ = ["OptionMap", "OrganizerWriter", "OPERATION_WRITERS", "operations", "WITHDRAWN"]

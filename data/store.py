@@ -18,8 +18,11 @@ from typing import Any, Iterable
 import duckdb
 import numpy as np
 
+from . import evidence_sql
 from .errors import IngestError, Problem, StoreError, store_open_message
 from .evidence import Evidence, QuestionTable
+from .sql import bind, sql_literal
+from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "2"
@@ -34,90 +37,6 @@ def default_db_path() -> str:
 
 def _schema_sql() -> str:
     return resources.files("doxa.data").joinpath("schema.sql").read_text()
-
-
-def to_days(moment: datetime | None) -> float:
-    """datetime → float days since the epoch (the scorer's time axis)."""
-    if moment is None:
-        return float("inf")
-    return (moment - datetime(1970, 1, 1)).total_seconds() / 86400.0
-
-
-def from_days(days: float) -> datetime:
-    from datetime import timedelta
-
-    return datetime(1970, 1, 1) + timedelta(days=float(days))
-
-
-def sql_literal(value: Any) -> str:
-    """A SQL literal for ``value``: the one place doxa turns a value into SQL text.
-
-    The read path inlines its few parameters instead of binding them: DuckDB's Python
-    parameter binding imports pandas (0.5 s), which would triple `doxa belief`'s start-up.
-    Any text round-trips exactly (tests/test_sql_quoting.py feeds it arbitrary strings):
-    quotes are doubled, and NUL, which ends a string inside DuckDB's parser, is spliced
-    in with ``chr(0)``.
-    """
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return repr(number) if math.isfinite(number) else f"'{number}'::DOUBLE"
-    if isinstance(value, datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, str):
-        quoted = "'" + value.replace("'", "''") + "'"
-        if "\x00" in value:
-            quoted = "(" + " || chr(0) || ".join("'" + part.replace("'", "''") + "'"
-                                                  for part in value.split("\x00")) + ")"
-        return quoted
-    if isinstance(value, (list, tuple)):
-        items = ", ".join(sql_literal(v) for v in value)
-        return f"[{items}]::VARCHAR[]" if value and all(isinstance(v, str) for v in value) else f"[{items}]"
-    raise TypeError(f"cannot inline {type(value).__name__} into SQL")
-
-
-def _placeholders(sql: str) -> list[int]:
-    """Positions of the ``?`` placeholders of ``sql``: not those inside '…' strings, "…" names or comments."""
-    found, i, n = [], 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c in "'\"":
-            end = sql.find(c, i + 1)
-            while end != -1 and end + 1 < n and sql[end + 1] == c:  # a doubled quote stays inside
-                end = sql.find(c, end + 2)
-            i = n if end == -1 else end + 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end == -1 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end == -1 else end + 2
-        else:
-            if c == "?":
-                found.append(i)
-            i += 1
-    return found
-
-
-def bind(sql: str, params: list[Any] | None) -> str:
-    """Put the literal of each parameter (:func:`sql_literal`) in place of its ``?`` of ``sql``."""
-    if not params:
-        return sql
-    marks = _placeholders(sql)
-    if len(marks) != len(params):
-        raise ValueError(f"{len(marks)} placeholders but {len(params)} parameters")
-    out, start = [], 0
-    for mark, value in zip(marks, params):
-        out.append(sql[start:mark])
-        out.append(sql_literal(value))
-        start = mark + 1
-    out.append(sql[start:])
-    return "".join(out)
 
 
 #: Nothing doxa does needs a DuckDB extension; left on, opening a SQLite file as a store
@@ -289,10 +208,11 @@ class Store:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
     def ingest_batch(self, batch) -> dict[str, int]:
-        from . import writer
+        # lazy: pyarrow loads only when writing, not on `doxa belief`'s start-up
+        from . import organizer, writer
 
         self.use_one_thread(False)
-        return writer.write_batch(self.con, batch)
+        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -376,8 +296,6 @@ class Store:
 
         Of every active question, or of those in ``question_ids`` and those about ``subjects``.
         """
-        from . import evidence_sql
-
         return evidence_sql.load(self, at, question_ids, with_messages=with_messages, subjects=subjects)
 
     # ------------------------------------------------------------------ params
@@ -541,8 +459,6 @@ class Store:
 
     def evidence_for_explain(self, question_id: str, at: datetime | None) -> list[dict[str, Any]]:
         """Every reading of a question with why it does or does not count (for `doxa explain`)."""
-        from . import evidence_sql
-
         return evidence_sql.explain_rows(self, question_id, at)
 
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:

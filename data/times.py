@@ -1,8 +1,10 @@
-"""Time parsing shared by ingest and the command line (no heavy imports: used on the read path)."""
+"""Times: parsing shared by ingest and the command line, and the scorer's time axis (days since the epoch).
+
+No heavy imports: used on the read path."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 
 def parse_time(value: object) -> datetime:
@@ -26,3 +28,14 @@ def parse_time(value: object) -> datetime:
             raise ValueError(f"time {value!r} lies outside the years 1 to 9999 once converted to UTC: "
                              "give a time within them") from None
     return moment
+
+
+def to_days(moment: datetime | None) -> float:
+    """datetime → float days since the epoch (the scorer's time axis)."""
+    if moment is None:
+        return float("inf")
+    return (moment - datetime(1970, 1, 1)).total_seconds() / 86400.0
+
+
+def from_days(days: float) -> datetime:
+    return datetime(1970, 1, 1) + timedelta(days=float(days))

@@ -7,12 +7,11 @@ Arrow tables inserted with one ``INSERT … SELECT`` per table.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 import duckdb
 import pyarrow as pa
 
-from . import models
 from .ingest import IngestError, ParsedBatch, Problem, fingerprint
 
 MAX_PROBLEMS = 1000
@@ -94,8 +93,11 @@ def _subjects(items, stored: dict[str, tuple], problems: _Problems):
     return new, updated
 
 
-def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str, int]:
+def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
+                extra_writers: Mapping[str, "ExtraWriter"] | None = None) -> dict[str, int]:
     """Check every reference and edit rule of a parsed file, then write it in one transaction.
+
+    ``extra_writers`` writes record types beyond the core ones (the organizer's operations).
 
     The problems of both passes (each line on its own, then references) are reported
     together, sorted by line. Records already stored unchanged are skipped. Apart from
@@ -274,9 +276,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
     _check_settlements(con, settlements, problems)
     _check_rejections(con, rejections, question_options, problems)
 
+    writers = extra_writers or {}
     extra_writers = []
     for type_name, items in others.items():
-        handler = EXTRA_WRITERS.get(type_name)
+        handler = writers.get(type_name)
         if handler is None:
             for line, _ in items:
                 problems.add(line, f"record type {type_name!r} has no writer")
@@ -464,12 +467,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-EXTRA_WRITERS: dict[str, ExtraWriter] = {}
-
-
-def register_writer(type_name: str, model: type, writer: ExtraWriter) -> None:
-    models.register_record_type(type_name, model)
-    EXTRA_WRITERS[type_name] = writer
-
-
-__all__ = ["write_batch", "register_writer", "ExtraWriter", "json"]
+__all__ = ["write_batch", "ExtraWriter", "json"]

@@ -11,8 +11,8 @@ import doxa
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.errors import StoreError
 from doxa.data.times import parse_time
-from doxa.inference.ask import AskError, ask
-from doxa.inference.readers import OpenAIChatReader, Reader, ReaderError, Reading
+from doxa.inference.agent.ask import AskError, ask
+from doxa.inference.agent.readers import OpenAIChatReader, Reader, ReaderError, Reading
 from llm_server import FakeChatServer
 
 NOW = parse_time(DEMO_NOW)

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doxa.data.store import to_days
-from doxa.inference import baselines as B
-from doxa.inference import bench as BN
+from doxa.inference.evaluation import baselines as B
+from doxa.inference.evaluation import bench as BN
 
 LATER = to_days(datetime(2026, 12, 31))
 
@@ -267,7 +267,7 @@ def test_dawid_skene_learns_who_to_trust():
 # ============================================================================ one quick run
 @pytest.fixture(scope="module")
 def quick_result(tmp_path_factory):
-    from doxa.data.world import WorldConfig, generate_world
+    from doxa.inference.evaluation.world import WorldConfig, generate_world
 
     world = generate_world(WorldConfig.preset("quick"))
     bench_settings = BN.BenchSettings.quick()

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from doxa.inference import calibrate as C
-from doxa.inference import scorer
-from doxa.model.simulate import SimulationConfig, simulate_evidence
+from doxa.inference.learn import calibrate as C
+from doxa.inference.read import scorer
+from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
 
 QUICK_FIT = {"progress": False, "n_draws": 40, "window": 20, "patience": 40, "max_steps": 250}
@@ -103,12 +103,12 @@ def test_reliability_diagram_is_written(tmp_path):
 
 # ---------------------------------------------------------------------------- time order
 def test_prediction_for_a_settlement_ignores_later_evidence():
-    from doxa.inference.params import default_params
-    from doxa.inference.train import predict_settlements
-    from doxa.model import belief_model as bm
+    from doxa.inference.read.params import default_params
+    from doxa.inference.learn.train import predict_settlements
+    from doxa.model.structure import ModelStructure
 
     evidence, _ = simulate_evidence(SimulationConfig(n_questions=60, seed=8))
-    structure = bm.ModelStructure.from_evidence(evidence)
+    structure = ModelStructure.from_evidence(evidence)
     document = default_params()
     before = predict_settlements(evidence, structure, document)
     # drop every reading after the last settlement of its question: predictions must not move
@@ -134,7 +134,7 @@ def test_prediction_for_a_settlement_ignores_later_evidence():
 # ---------------------------------------------------------------------------- the nightly job
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from doxa.inference.train import train
+    from doxa.inference.learn.train import train
 
     folder = tmp_path_factory.mktemp("train")
     db = str(folder / "crowd.duckdb")
@@ -173,12 +173,12 @@ def test_posterior_draws_are_exported_per_version(trained):
 def test_diverged_fit_publishes_nothing(monkeypatch):
     import torch
 
-    from doxa.inference.fit import FitDiverged
-    from doxa.inference.train import train
-    from doxa.model import belief_model as bm
+    from doxa.inference.learn.fit import FitDiverged
+    from doxa.inference.learn.train import train
+    from doxa.model import belief_model as story
 
     store, _ = crowd_store(n_items=20, n_workers=4, seed=10)
-    monkeypatch.setattr(bm, "chain_log_marginal", lambda chains, derived, readings_only=False: torch.full((chains.n_questions,), torch.nan))
+    monkeypatch.setattr(story, "chain_log_marginal", lambda chains, derived, readings_only=False: torch.full((chains.n_questions,), torch.nan))
     with pytest.raises(FitDiverged):
         train(store, fit_options=QUICK_FIT, progress=False)
     assert store.latest_params() == (None, None)

@@ -177,7 +177,7 @@ def test_an_at_far_past_the_evidence_warns(db):
 def test_the_python_api_takes_iso_times_like_the_cli(small_mem):
     from datetime import datetime, timezone
 
-    from doxa.inference.context import context
+    from doxa.inference.agent.context import context
 
     moment = datetime(2026, 5, 1)
     expected = small_mem.belief("maya.diet", at=moment).answers

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 import doxa
 import records as R
 from doxa.data import search as S
+from doxa.data import question_ranking
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.times import parse_time
-from doxa.inference.context import context
+from doxa.inference.agent.context import context
 
 NOW = parse_time(DEMO_NOW)
 TASK = "book Maya's birthday dinner"
@@ -133,7 +134,7 @@ def test_a_task_word_in_a_questions_evidence_ranks_it_above_the_rest(rue):
     pet = next(q for q in ctx.questions if q.question == "rue.pet")
     assert pet.bm25 == 0 and pet.evidence == {} and "no word of the task matches" in pet.reason
     # word matching alone cannot tell them apart
-    plain = S.rank_questions(rue.store, ctx.terms, subject_ids=["rue"], evidence=False)
+    plain = question_ranking.rank_questions(rue.store, ctx.terms, subject_ids=["rue"], evidence=False)
     assert {r["id"]: r["score"] for r in plain}["rue.eating"] == 0
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import doxa
 import records as R
-from doxa.inference import params as P
+from doxa.inference.read import params as P
 
 T = "2026-05-01"
 LAYERS = sorted(P.DEFAULT_TRUST_BY_TOP_LAYER)

@@ -14,7 +14,7 @@ import pytest
 
 import doxa
 import records
-from doxa.data.world import WorldConfig, generate_world
+from doxa.inference.evaluation.world import WorldConfig, generate_world
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_questions_by_subject_are_those_subjects_questions(world_store):
 
 
 def test_the_loaded_evidence_scores_the_same_beliefs_either_way(world_store):
-    memory = doxa.inference.memory.Memory(world_store, log_reads=False)
+    memory = doxa.inference.read.memory.Memory(world_store, log_reads=False)
     at = datetime(2024, 5, 1)
     every = memory.beliefs(at=at)
     chosen = every.question_ids[::7].tolist()

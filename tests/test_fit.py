@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from doxa.inference import scorer
-from doxa.inference.fit import BeliefFit, FitDiverged, NothingToFit
-from doxa.inference.information import PINNED_SDS, rate_information
-from doxa.model import belief_model as bm
-from doxa.model.simulate import SimulationConfig, simulate_evidence
+from doxa.inference.read import scorer
+from doxa.inference.learn.fit import BeliefFit, FitDiverged, NothingToFit
+from doxa.inference.evaluation.information import PINNED_SDS, rate_information
+from doxa.model import belief_model as story
+from doxa.model.chains import chain_log_marginal
+from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
 
 FAST = {"progress": False, "n_draws": 100}
@@ -36,7 +37,7 @@ RECOVERY_PEOPLE = 160
 def world_fit():
     """The `quick` generated world with 160 people (a year, ~16k readings), fitted once (~40-60 s)."""
     from doxa.data.store import Store
-    from doxa.data.world import WorldConfig, generate_world
+    from doxa.inference.evaluation.world import WorldConfig, generate_world
 
     world = generate_world(WorldConfig.preset("quick").with_overrides(people={"count": RECOVERY_PEOPLE}))
     store = Store.memory()
@@ -159,14 +160,14 @@ def test_subsampled_fit_still_learns_who_to_trust():
 def test_nan_likelihood_raises_fit_diverged(monkeypatch):
     evidence, _ = simulate_evidence(SimulationConfig(n_questions=30, seed=1))
     calls = {"n": 0}
-    original = bm.chain_log_marginal
+    original = chain_log_marginal
 
     def poisoned(chains, derived, readings_only=False):
         calls["n"] += 1
         out = original(chains, derived, readings_only)
         return out * torch.nan if calls["n"] > 20 else out
 
-    monkeypatch.setattr(bm, "chain_log_marginal", poisoned)
+    monkeypatch.setattr(story, "chain_log_marginal", poisoned)
     with pytest.raises(FitDiverged, match="NaN|nan"):
         BeliefFit(confusion="off", **FAST).fit(evidence)
 
@@ -186,7 +187,7 @@ def test_losses_and_convergence_are_recorded():
 
 
 def test_hand_written_adam_takes_torchs_steps():
-    from doxa.inference.fit import Adam
+    from doxa.inference.learn.optimiser import Adam
 
     torch.manual_seed(0)
     target = torch.randn(5, 3, dtype=torch.float64)

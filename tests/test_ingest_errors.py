@@ -202,7 +202,7 @@ def test_a_redeclared_subject_may_add_aliases_and_ingest_reports_it(small_mem):
 
 
 def test_a_redeclared_subject_cannot_drop_an_alias_or_change_its_name(small_mem):
-    from doxa.inference.context import context
+    from doxa.inference.agent.context import context
 
     small_mem.ingest([R.subject("priya", "Priya", ["my colleague"]),
                       R.question("priya.phone", ["a", "b"], kind="phone", subject="priya")])

@@ -9,10 +9,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doxa.inference import scorer
-from doxa.inference.fit import derived_from_document, document_from_values
-from doxa.model import belief_model as bm
-from doxa.model.simulate import SimulationConfig, simulate_evidence
+from doxa.inference.read import scorer
+from doxa.inference.learn.document import derived_from_document, document_from_values
+from doxa.model.belief_model import derive
+from doxa.model import chains as tree_product
+from doxa.model.chains import _TreeProduct, chain_log_marginal, make_chains
+from doxa.model.events import EventStream
+from doxa.model.filter import filter_evidence
+from doxa.model.latents import point_latents
+from doxa.model.structure import ModelStructure
+from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 from doxa.model.tree import SourceTree
 
 
@@ -65,14 +71,14 @@ def small_evidence():
 
 def random_point(structure, confusion: bool, seed: int):
     g = torch.Generator().manual_seed(seed)
-    latents = bm.point_latents(structure, {"reader_log_temperature": [0.4], "rate_loc": -4.5,
+    latents = point_latents(structure, {"reader_log_temperature": [0.4], "rate_loc": -4.5,
                                            "trust_logit": 1.0 + torch.randn(structure.n_nodes, generator=g,
                                                                             dtype=torch.float64)},
                                confusion=confusion)
     for k in structure.pairs if confusion else ():
         name = f"confusion_offset_{k}"
         latents[name] = torch.randn(latents[name].shape, generator=g, dtype=torch.float64)
-    return bm.derive(structure, latents)
+    return derive(structure, latents)
 
 
 def document_of(structure, derived):
@@ -84,15 +90,15 @@ def document_of(structure, derived):
 
 @pytest.mark.parametrize("confusion", [False, True])
 def test_torch_filter_gives_the_scorers_beliefs(small_evidence, confusion):
-    structure = bm.ModelStructure.from_evidence(small_evidence)
+    structure = ModelStructure.from_evidence(small_evidence)
     derived = random_point(structure, confusion, seed=1)
     document = document_of(structure, derived)
     at = small_evidence.at + 45.0  # decay after the last event too
-    ours, _ = bm.filter_evidence(small_evidence, structure, derived, at=at)
+    ours, _ = filter_evidence(small_evidence, structure, derived, at=at)
     theirs = scorer.score(small_evidence, document, at=at, calibrate=False)
     np.testing.assert_allclose(scorer.apply_rejections(small_evidence, ours.belief), theirs.raw, atol=1e-6)
     # and through the document, as training reads its own published parameters back
-    again, _ = bm.filter_evidence(small_evidence, structure, derived_from_document(structure, document), at=at)
+    again, _ = filter_evidence(small_evidence, structure, derived_from_document(structure, document), at=at)
     np.testing.assert_allclose(again.belief, ours.belief, atol=1e-9)
     _, log_marginal, _ = scorer.forward_filter(*scorer.question_priors(small_evidence, document),
                                                *scorer.events(small_evidence,
@@ -104,23 +110,23 @@ def test_torch_filter_gives_the_scorers_beliefs(small_evidence, confusion):
 @pytest.mark.parametrize("confusion", [False, True])
 @pytest.mark.parametrize("merge", [False, True])
 def test_tree_product_equals_the_sequential_filter(small_evidence, confusion, merge, monkeypatch):
-    monkeypatch.setattr(bm, "SETTLEMENT_LEAK", 0.0)
-    structure = bm.ModelStructure.from_evidence(small_evidence)
+    monkeypatch.setattr(tree_product, "SETTLEMENT_LEAK", 0.0)
+    structure = ModelStructure.from_evidence(small_evidence)
     derived = random_point(structure, confusion, seed=2)
-    result, _ = bm.filter_evidence(small_evidence, structure, derived)
-    stream = bm.EventStream.from_evidence(small_evidence, structure)
-    chains = bm.make_chains(stream, structure, dtype=torch.float64, merge=merge)
+    result, _ = filter_evidence(small_evidence, structure, derived)
+    stream = EventStream.from_evidence(small_evidence, structure)
+    chains = make_chains(stream, structure, dtype=torch.float64, merge=merge)
     assert sum(c.n_slots for c in chains) <= 2 * len(stream)  # padding at most doubles the work
     total = np.full(len(structure.question_k), np.nan)
     for group in chains:
-        total[group.question.numpy()] = bm.chain_log_marginal(group, derived).detach().numpy()
+        total[group.question.numpy()] = chain_log_marginal(group, derived).detach().numpy()
     has = ~np.isnan(total)
     np.testing.assert_allclose(total[has], result.log_marginal[has], rtol=1e-9, atol=1e-9)
     # a subsample laid out afresh gives the same per-question values
     group = chains[-1]
     pick = torch.as_tensor(np.random.default_rng(0).choice(group.n_questions, size=7, replace=False))
     part = group.take(pick)
-    np.testing.assert_allclose(bm.chain_log_marginal(part, derived).detach().numpy(),
+    np.testing.assert_allclose(chain_log_marginal(part, derived).detach().numpy(),
                                result.log_marginal[part.question.numpy()], atol=1e-9)
 
 
@@ -133,24 +139,24 @@ def test_tree_product_gradient_matches_finite_differences():
     prior = torch.rand(3, len(sizes), dtype=torch.float64, generator=g)
 
     def log_marginal(x):
-        products, scales = bm._TreeProduct.apply(x, size_log2, offset)
+        products, scales = _TreeProduct.apply(x, size_log2, offset)
         return (products * prior[None]).sum((0, 1)).log() + scales
 
     assert torch.autograd.gradcheck(log_marginal, (a,))
 
 
 def test_point_latents_set_trust_exactly(small_evidence):
-    structure = bm.ModelStructure.from_evidence(small_evidence)
+    structure = ModelStructure.from_evidence(small_evidence)
     wanted = torch.linspace(-2, 3, structure.n_nodes, dtype=torch.float64)
-    derived = bm.derive(structure, bm.point_latents(structure, {"trust_logit": wanted}))
+    derived = derive(structure, point_latents(structure, {"trust_logit": wanted}))
     torch.testing.assert_close(derived.trust_logit, wanted)
 
 
 def test_stated_trust_is_the_prior_mean_of_its_leaf():
     evidence, _ = simulate_evidence(SimulationConfig(n_questions=20, seed=1))
     evidence.sources.trust = np.where(np.arange(len(evidence.sources.ids)) == 0, 0.95, np.nan)
-    structure = bm.ModelStructure.from_evidence(evidence)
-    derived = bm.derive(structure, bm.point_latents(structure))  # every offset at 0
+    structure = ModelStructure.from_evidence(evidence)
+    derived = derive(structure, point_latents(structure))  # every offset at 0
     leaf = structure.leaf_of_source[0]
     assert float(derived.trust[leaf]) == pytest.approx(0.95)
     others = np.setdiff1d(np.arange(structure.n_nodes), [leaf])

@@ -14,7 +14,7 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "posterior_diagno
 
 
 def test_posterior_diagnostics_notebook_executes(tmp_path, monkeypatch):
-    from doxa.inference.train import train
+    from doxa.inference.learn.train import train
 
     db = str(tmp_path / "crowd.duckdb")
     store, _ = crowd_store(db, n_items=40, n_workers=6, n_biased=2, gold_share=0.6, seed=12)

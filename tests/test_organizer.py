@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 import doxa
 import records as R
 from doxa.data.errors import IngestError, StoreError
-from doxa.data.organizer import OptionMap, operations, replay
+from doxa.data.organizer import OptionMap, operations
+from doxa.data.replay import replay
 
 NOW = datetime(2026, 6, 1)
 YES_NO = ["yes", "no"]
@@ -225,7 +226,7 @@ def test_replay_rebuilds_the_evidence_under_other_questions(mem, tmp_path):
         R.question("maya.allergies", YES_NO, kind="allergies", subject="maya", shape="yes_no"),
     ]
     target, report = replay(mem.store, tmp_path / "replayed.duckdb", questions)
-    with doxa.inference.memory.Memory(target, log_reads=False) as replayed:
+    with doxa.inference.read.memory.Memory(target, log_reads=False) as replayed:
         after = {b.question: b.answers for b in replayed.beliefs(at=NOW)}
         assert after["maya.diet"] == before["maya.diet"] and after["maya.home"] == before["maya.home"]
         assert after["maya.allergies"] == {"yes": 0.5, "no": 0.5}
@@ -242,7 +243,7 @@ def test_replay_can_carry_an_old_question_to_a_new_id(mem):
     target, report = replay(mem.store, ":memory:", [
         R.question("maya.is_veg", YES_NO, kind="is_vegetarian", subject="maya", shape="yes_no")],
         from_questions={"maya.is_veg": "maya.veggie"})
-    with doxa.inference.memory.Memory(target, log_reads=False) as replayed:
+    with doxa.inference.read.memory.Memory(target, log_reads=False) as replayed:
         assert replayed.belief("maya.is_veg", NOW).answers == mem.belief("maya.veggie", NOW).answers
     assert report["carried_readings"] == {"maya.is_veg": 2}
 

@@ -12,17 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doxa.inference.readers import (
+from doxa.inference.agent.readers import (
     SUM_TOLERANCE,
     OpenAIChatReader,
     Reading,
     ReaderError,
     ReadingFormatError,
     letter_probabilities,
-    load_readings,
     reader_from_env,
 )
 from llm_server import FakeChatServer
+from reading_files import load_readings
 
 ALLERGY_Q = "Is Maya allergic to peanuts?"
 DIET_Q = "What does Maya eat?"

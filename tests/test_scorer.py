@@ -14,7 +14,7 @@ import pytest
 
 import doxa
 from doxa.data.errors import StoreError
-from doxa.inference import params as P
+from doxa.inference.read import params as P
 from reference import bayes, decay, hand_likelihood, tempered
 
 T0 = datetime(2026, 1, 1)

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 import doxa
 import records as R
 from doxa.data import search as S
+from doxa.data import question_ranking
+from doxa.data import subject_match
 from doxa.data.demo import demo_records
 from doxa.data.store import Store
 
@@ -175,21 +177,21 @@ def people():
     ("gift for Maya's partner", {"maya", "sam"}),
 ])
 def test_subjects_are_found_by_name_or_alias(people, text, expected):
-    assert {s["id"] for s in S.match_subjects(people.store, text)} == expected
+    assert {s["id"] for s in subject_match.match_subjects(people.store, text)} == expected
 
 
 def test_the_longest_matching_name_is_reported(people):
-    (maya,) = S.match_subjects(people.store, "lunch with Maya Lind")
+    (maya,) = subject_match.match_subjects(people.store, "lunch with Maya Lind")
     assert maya["label"] == "Maya Lind"
 
 
 def test_neighbours_go_both_ways(people):
     people.ingest([R.relation("maya", "sam", "partner")])
-    (sam,) = S.neighbours(people.store, ["maya"])
+    (sam,) = subject_match.neighbours(people.store, ["maya"])
     assert (sam["id"], sam["via"], sam["kind"], sam["forward"]) == ("sam", "maya", "partner", True)
-    (maya,) = S.neighbours(people.store, ["sam"])
+    (maya,) = subject_match.neighbours(people.store, ["sam"])
     assert (maya["id"], maya["forward"]) == ("maya", False)
-    assert S.neighbours(people.store, ["maya", "sam"]) == []
+    assert subject_match.neighbours(people.store, ["maya", "sam"]) == []
 
 
 # ---------------------------------------------------------------------------- ranking questions
@@ -199,7 +201,7 @@ def test_evidence_tf_follows_its_formula():
                 R.reading("x1", "u.a", {"y": 0.5, "n": 0.3}, unrelated=0.2),
                 R.reading("x2", "u.a", {"y": 0.9, "n": 0.1}),
                 R.reading("x3", "u.b", {"y": 0.0, "n": 0.0}, unrelated=1.0)])  # wholly unrelated: adds nothing
-    got = S.evidence_term_frequencies(mem.store, ["dinner"], ["u.a", "u.b"])
+    got = question_ranking.evidence_term_frequencies(mem.store, ["dinner"], ["u.a", "u.b"])
     avgdl = (4 + 3 + 6) / 3  # the corpus: the evidence of the questions asked about
 
     def norm(tf, dl):
@@ -214,15 +216,15 @@ def test_without_evidence_or_lexicon_question_ranking_is_plain_bm25():
     mem = doxa.open(":memory:", log_reads=False)
     mem.ingest(demo_records())
     terms = ["birthday", "dinner", "loud"]
-    ranked = S.rank_questions(mem.store, terms, subject_ids=["maya", "sam"], evidence=False, lexicon=False)
+    ranked = question_ranking.rank_questions(mem.store, terms, subject_ids=["maya", "sam"], evidence=False, lexicon=False)
     scores, _ = S.bm25(terms, [S.words(f"{r['text']} {r['kind']}") for r in ranked])
     assert [r["score"] for r in ranked] == pytest.approx(scores)
 
 
 def test_the_task_lexicon_parses_and_expands_variants_once():
-    lexicon = S.task_lexicon()
+    lexicon = question_ranking.task_lexicon()
     assert "diet" in lexicon["dinner"]
-    added = S.lexicon_expansions(["dinners", "restaurant"])
+    added = question_ranking.lexicon_expansions(["dinners", "restaurant"])
     words = [w for _, w in added]
     assert ("dinners", "diet") in added and "restaurant" not in words  # already a task word
     assert len(words) == len(set(words))

@@ -1,6 +1,6 @@
-"""No value reaches SQL except through data/store.py's one quoting function (issue 10, point 10).
+"""No value reaches SQL except through one quoting function (data/sql.py) (issue 10, point 10).
 
-`sql_literal` is fed arbitrary text and must give it back exactly; `bind` must find
+`doxa.data.sql.sql_literal` is fed arbitrary text and must give it back exactly; `bind` must find
 only the template's own placeholders. Then the commands that broke: a `?` in a subject
 id (`search --subject`, `ask`) and a NUL in a store written before ingest refused it.
 """
@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 import doxa
 import records as R
 from doxa.data import search as S
-from doxa.data.store import Store, bind, sql_literal
+from doxa.data.sql import bind, sql_literal
+from doxa.data.store import Store
 
 ANY_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 

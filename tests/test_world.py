@@ -16,8 +16,8 @@ import pytest
 
 from doxa.data import models
 from doxa.data.ingest import normalise_text
-from doxa.data.world import World, WorldConfig, WorldConfigError, generate_world
-from doxa.inference import params as P
+from doxa.inference.evaluation.world import World, WorldConfig, WorldConfigError, generate_world
+from doxa.inference.read import params as P
 
 Z = 4.5
 

@@ -9,7 +9,7 @@ and there (DESIGN §5):
    their questions) are searched with the question's words (BM25, word variants:
    "allergies" finds "allergic"; data/search.py); the assistant's own notes are left out;
 3. a reader reads each hit against the question (``reader_from_env()`` — see
-   docs/readers.md — or a :class:`~doxa.inference.readers.Reader` passed in), and the
+   docs/readers.md — or a :class:`~doxa.inference.agent.readers.Reader` passed in), and the
    readings are ingested like any others;
 4. the scorer computes the belief.
 
@@ -24,9 +24,10 @@ from datetime import datetime
 from typing import Any, Callable
 
 from doxa.data import search
+from doxa.data import subject_match
 from doxa.data.errors import StoreError
 
-from .memory import Belief, Memory
+from doxa.inference.read.memory import Belief, Memory
 
 DEFAULT_LIMIT = 20
 
@@ -67,7 +68,7 @@ def _slug(words: list[str]) -> str:
 
 
 def _question_terms(memory: Memory, text: str, subject: str | None) -> list[str]:
-    names = search.subject_label_terms(memory.store, [subject]) if subject else set()
+    names = subject_match.subject_label_terms(memory.store, [subject]) if subject else set()
     terms = [t for t in search.content_terms(search.words(text), drop=names) if len(t) > 1]
     return terms or sorted(names)
 
@@ -88,7 +89,7 @@ def ask(
 ) -> AskResult:
     """Create (or reuse) the question, read the kept evidence for it, and return the belief.
 
-    ``reader``: a :class:`~doxa.inference.readers.Reader`; default ``reader_from_env()``
+    ``reader``: a :class:`~doxa.inference.agent.readers.Reader`; default ``reader_from_env()``
     when ``use_env``. ``kind`` and ``question_id`` default to words of the question
     ("Does Maya have allergies?" → kind ``allergies``, id ``maya.allergies``).
     ``progress(done, total)`` is called after each message read.

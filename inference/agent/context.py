@@ -17,7 +17,7 @@ task, :func:`context`
    adds for them ("dinner" → diet, allergies, restaurant…; ``w_q = LEXICON_WEIGHT``).
    ``tf_own`` is the word's BM25-normalised frequency in the question's text and kind;
    ``tf_ev`` the same in the evidence read for it, weighted by how related the reader
-   found each message (data/search.py :func:`~doxa.data.search.rank_questions`). So
+   found each message (data/search.py :func:`~doxa.data.question_ranking.rank_questions`). So
    "dinner" reaches "What does Maya eat?" through the note "Maya is vegetarian, remember
    for dinners." read for it. A question matching the task comes first, a question of a
    named subject before the same of a related one, and a related subject's question that
@@ -39,7 +39,7 @@ task, :func:`context`
    top answer is another), the instruction still stands and a question for the user is
    attached: "… Keep following “Avoid loud restaurants for Maya”?".
 
-Reads are logged like any other read (see :class:`doxa.inference.memory.Memory`).
+Reads are logged like any other read (see :class:`doxa.inference.read.memory.Memory`).
 """
 
 from __future__ import annotations
@@ -49,8 +49,10 @@ from datetime import datetime
 from typing import Any
 
 from doxa.data import search
+from doxa.data import question_ranking
+from doxa.data import subject_match
 
-from .memory import Belief, Memory, as_moment, utc_now
+from doxa.inference.read.memory import Belief, Memory, as_moment, utc_now
 
 #: Weight of a question that matches no word of the task, relative to the best match (a
 #: question that matches anything gets twice that, plus its share of the best score).
@@ -185,10 +187,10 @@ def context(
     store = memory.store
     act_at = memory.act_at if act_at is None else act_at
     at = as_moment(at) or utc_now()
-    named = search.match_subjects(store, task)
+    named = subject_match.match_subjects(store, task)
     related: list[dict[str, Any]] = []
     seen = {s["id"] for s in named}
-    for row in search.neighbours(store, sorted(seen)):
+    for row in subject_match.neighbours(store, sorted(seen)):
         if row["id"] not in seen:
             seen.add(row["id"])
             related.append(row)
@@ -210,11 +212,11 @@ def context(
         extra_ids = [q for q in dict.fromkeys(rests) if statuses.get(q) == "active"]
         all_beliefs, loaded = memory.scored(extra_ids, at, subjects=list(by_subject), act_at=act_at,
                                             with_messages=True)
-        ranked = search.rank_questions(store, terms, subject_ids=list(by_subject), at=at, loaded=loaded)
+        ranked = question_ranking.rank_questions(store, terms, subject_ids=list(by_subject), at=at, loaded=loaded)
     else:
         note = ("no subject named in the task: give a subject's name or alias (`doxa beliefs` lists "
                 "questions); showing questions that match the task's words")
-        ranked = [r for r in search.rank_questions(store, terms, at=at) if r["score"] > 0] if terms else []
+        ranked = [r for r in question_ranking.rank_questions(store, terms, at=at) if r["score"] > 0] if terms else []
     best = max((r["score"] for r in ranked), default=0.0)
     scored = []
     for r in ranked:

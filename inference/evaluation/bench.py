@@ -1,8 +1,8 @@
-"""`doxa bench`: every system of inference/baselines.py on one generated world (DESIGN §6).
+"""`doxa bench`: every system of inference/evaluation/baselines.py on one generated world (DESIGN §6).
 
 The harness
 
-1. draws the world (data/world.py) and replays its stream into a doxa store through
+1. draws the world (inference/evaluation/world.py) and replays its stream into a doxa store through
    :meth:`Store.ingest_records`, one chunk per checkpoint; the evidence is then loaded
    once (``at=None``) and cut by time in numpy: the readings, settlements and
    rejections at or before a checkpoint are exactly what ``load_evidence(at=checkpoint)``
@@ -51,7 +51,7 @@ import numpy as np
 from doxa.data.evidence import Evidence, QuestionTable, SourceTable
 
 from . import baselines as B
-from . import params as P
+from doxa.inference.read import params as P
 
 LOG_LOSS_FLOOR = 1e-6
 METRIC_KEYS = ("accuracy", "log_loss", "ece", "acc_at_80_coverage", "aurc", "planted_to_flip", "us_per_read")
@@ -341,7 +341,7 @@ def default_retrain_at(checkpoints: int, times: int) -> tuple[int, ...]:
 
 # ============================================================================ the trainer
 def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float], dict]:
-    """The nightly job as a function of the checkpoint: :func:`doxa.inference.train.train` on
+    """The nightly job as a function of the checkpoint: :func:`doxa.inference.learn.train.train` on
     ``store`` with evidence up to ``at`` (so only what was settled by then), publishing a
     version into the bench's store. torch and pyro load on the first call.
 
@@ -356,7 +356,7 @@ def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float
                "n_draws": 40}
 
     def train_at(evidence: Evidence, at: float) -> dict[str, Any]:
-        from doxa.inference.train import train
+        from doxa.inference.learn.train import train
 
         result = train(store, at=from_days(at), fit_options=options, folds=settings.train_folds,
                        progress=False, seed=settings.seed)
@@ -368,7 +368,7 @@ def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float
 def trainer_available() -> str | None:
     """None when the nightly fit can run here, else why not."""
     try:
-        import doxa.inference.train  # noqa: F401
+        import doxa.inference.learn.train  # noqa: F401
     except ModuleNotFoundError as err:
         return f"the nightly fit is not installed ({err.name} missing)"
     return None

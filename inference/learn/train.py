@@ -1,14 +1,14 @@
 """The nightly job (DESIGN §4): load → fit → calibrate → publish, atomically.
 
 1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
-2. Fit the hierarchical model by SVI (:class:`doxa.inference.fit.BeliefFit`).
+2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`).
 3. Out-of-sample predictions for calibration: settled questions are split into folds;
    each fold's settlements are hidden, the fit is warm-started without them, and for
    each hidden settlement the filter gives the belief the scorer would have shown just
    before it (evidence up to then, the question's earlier settlements included).
-   Fit the output map on those (:class:`doxa.inference.calibrate.OutputCalibration`).
+   Fit the output map on those (:class:`doxa.inference.learn.calibrate.OutputCalibration`).
 4. Publish one parameter version (one transaction); a diverged fit raises
-   :class:`~doxa.inference.fit.FitDiverged` before anything is written.
+   :class:`~doxa.inference.learn.fit.FitDiverged` before anything is written.
 5. Export the posterior draws as ArviZ InferenceData to ``<db>.posterior/v<N>.nc``.
 """
 
@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from doxa.data.evidence import Evidence
-from doxa.inference.calibrate import OutputCalibration
-from doxa.inference.fit import BeliefFit, derived_from_document
-from doxa.model import belief_model as bm
+from doxa.inference.learn.calibrate import OutputCalibration
+from doxa.inference.learn.document import derived_from_document
+from doxa.inference.learn.fit import BeliefFit
+from doxa.model.filter import filter_evidence
+from doxa.model.structure import ModelStructure
 
 #: Above this many settlements, one more settlement moves the global parameters so
 #: little that in-sample predictions are as good as held-out ones: skip the refits.
@@ -71,11 +73,11 @@ class TrainResult:
         }
 
 
-def predict_settlements(evidence: Evidence, structure: bm.ModelStructure, document: dict[str, Any],
+def predict_settlements(evidence: Evidence, structure: ModelStructure, document: dict[str, Any],
                         rows: np.ndarray | None = None) -> SettlementPredictions:
     """The belief the scorer would have shown just before each settlement (``rows``: which ones)."""
     derived = derived_from_document(structure, document)
-    result, stream = bm.filter_evidence(evidence, structure, derived)
+    result, stream = filter_evidence(evidence, structure, derived)
     at_settlement = np.flatnonzero(stream.is_settlement)
     s_rows = stream.settlement_row[at_settlement]
     if rows is not None:

@@ -2,7 +2,9 @@
 
 :class:`BeliefFit` fits :func:`doxa.model.belief_model.belief_model` to an
 :class:`~doxa.data.evidence.Evidence` and turns the posterior into the parameter
-document the scorer reads (:mod:`doxa.inference.params`).
+document the scorer reads (:mod:`doxa.inference.read.params`) through
+:mod:`doxa.inference.learn.document`. The optimiser and its stopping rule are in
+:mod:`doxa.inference.learn.optimiser`, the bias test in :mod:`doxa.inference.learn.bias`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from pyro.infer import TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init_to_mean
 
 from doxa.data.evidence import Evidence
-from doxa.model import belief_model as bm
+from doxa.model.belief_model import belief_model, derive
+from doxa.model.chains import make_chains
+from doxa.model.events import EventStream
+from doxa.model.structure import ModelStructure
 
-from . import params as P
+from .bias import bias_statistic
+from .document import document_from_draws
+from .optimiser import Adam, Plateau
 
 CONFUSION_CHOICES = ("auto", "on", "off")
 
@@ -45,86 +52,6 @@ class _Run:
     losses: list[float]
     converged: bool
     seconds: float
-
-
-class Adam:
-    """Adam (Kingma & Ba 2015, "Adam: a method for stochastic optimization") over a list of tensors.
-
-    ``m ← β₁m + (1-β₁)g``, ``v ← β₂v + (1-β₂)g²``, ``θ ← θ - lr·(m/(1-β₁ᵗ)) / (√(v/(1-β₂ᵗ)) + ε)``:
-    the same update as ``torch.optim.Adam`` with its defaults. Written out because the
-    first ``torch.optim`` step imports ``torch._dynamo``, 1.5–6 s of every ``doxa train``
-    process, for features (compilation, fused kernels) a few small tensors do not need.
-    """
-
-    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8):
-        self.params = list(params)
-        self.lr = lr
-        self.betas = betas
-        self.eps = eps
-        self.steps = 0
-        self._m = [torch.zeros_like(p) for p in self.params]
-        self._v = [torch.zeros_like(p) for p in self.params]
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        self.steps += 1
-        beta1, beta2 = self.betas
-        step_size = self.lr / (1 - beta1 ** self.steps)
-        root_correction = math.sqrt(1 - beta2 ** self.steps)
-        for p, m, v in zip(self.params, self._m, self._v):
-            if p.grad is None:
-                continue
-            m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(m, (v.sqrt() / root_correction).add_(self.eps), value=-step_size)
-
-
-class _Plateau:
-    """Convergence on a smoothed ELBO: the mean loss over the last ``window`` steps.
-
-    The smoothed loss has reached a plateau when it has not improved on its best by
-    more than ``rel_tol`` (relative) or two standard errors of the window mean, whichever
-    is larger, for ``patience`` steps. A blow-up is a smoothed loss that has climbed back
-    above where it started and above its best by ``blowup_factor`` times the larger of
-    the descent so far, twenty step-to-step deviations and 5% of the loss.
-    """
-
-    def __init__(self, window: int, patience: int, rel_tol: float, blowup_factor: float):
-        self.window, self.patience, self.rel_tol, self.blowup_factor = window, patience, rel_tol, blowup_factor
-        self.best = math.inf
-        self.best_step = 0
-        self.start = None
-        self.plateaus = 0
-        self.since = 0
-        self.reason = ""
-
-    def restart(self, step: int) -> None:
-        self.best, self.best_step, self.since = math.inf, step, step
-
-    def update(self, losses: list[float]) -> str:
-        w, n = self.window, len(losses)
-        if n - self.since < w or n % max(w // 5, 1):
-            return "running"
-        tail = np.asarray(losses[-w:])
-        cur = float(tail.mean())
-        if self.start is None:
-            self.start = cur
-        noise = 2.0 * float(tail.std()) / math.sqrt(w)
-        if cur < self.best - max(self.rel_tol * abs(cur), noise):
-            self.best, self.best_step = cur, n
-        elif self.best < math.inf and cur > self.start and cur - self.best > self.blowup_factor * max(
-                self.start - self.best, 20.0 * float(tail.std()), 0.05 * abs(self.best), 1.0):
-            self.reason = f"the ELBO fell from {-self.best:.5g} to {-cur:.5g} (blow-up)"
-            return "blow-up"
-        if n - self.best_step >= self.patience:
-            self.plateaus += 1
-            return "plateau"
-        return "running"
 
 
 class BeliefFit:
@@ -223,9 +150,9 @@ class BeliefFit:
             raise NothingToFit("no readings or settlements to learn from: ingest evidence first "
                                "(`doxa ingest FILE`)")
         pyro.set_rng_seed(self.seed)
-        structure = init_from.structure_ if init_from is not None else bm.ModelStructure.from_evidence(evidence)
-        stream = bm.EventStream.from_evidence(evidence, structure, settlement_mask)
-        chains = bm.make_chains(stream, structure, events_per_step=self.events_per_step)
+        structure = init_from.structure_ if init_from is not None else ModelStructure.from_evidence(evidence)
+        stream = EventStream.from_evidence(evidence, structure, settlement_mask)
+        chains = make_chains(stream, structure, events_per_step=self.events_per_step)
         if not chains:
             raise NothingToFit("no question has two or more options and any evidence: nothing to fit")
         self.structure_ = structure
@@ -253,7 +180,7 @@ class BeliefFit:
             draws = self._draws(structure, chains, False, plain)
             try_confusion = self.confusion == "on"
             if self.confusion == "auto" and structure.pairs:
-                self.bias_ = bias_statistic(evidence, structure, _document_from_draws(structure, draws))
+                self.bias_ = bias_statistic(evidence, structure, document_from_draws(structure, draws))
                 try_confusion = self.bias_["z"] > self.bias_z
             if try_confusion and structure.pairs:
                 rich = self._make_guide(structure, chains, True, plain)
@@ -280,7 +207,7 @@ class BeliefFit:
 
     def _model(self, structure, chains, confusion):
         def model():
-            bm.belief_model(structure, chains, confusion=confusion)
+            belief_model(structure, chains, confusion=confusion)
         return model
 
     def _make_guide(self, structure, chains, confusion, warm_from):
@@ -304,7 +231,7 @@ class BeliefFit:
             optim = Adam(params, lr=self.learning_rate)
             losses: list[float] = []
             converged = False
-            watch = _Plateau(self.window, self.patience, self.rel_tol, self.blowup_factor)
+            watch = Plateau(self.window, self.patience, self.rel_tol, self.blowup_factor)
             bar = _progress(self.max_steps, f"fit ({label})", self.progress)
             try:
                 for step in range(self.max_steps):
@@ -355,7 +282,7 @@ class BeliefFit:
         with torch.no_grad(), _fast_pyro():
             for _ in range(self.n_draws):
                 latents = guide()
-                derived = bm.derive(structure, latents)
+                derived = derive(structure, latents)
                 record = {
                     "trust": derived.trust.numpy(),
                     "rate": derived.rate.numpy(),
@@ -374,8 +301,8 @@ class BeliefFit:
         return {name: np.stack(values) for name, values in out.items()}
 
     def params_document(self, *, interval: float = 0.9) -> dict[str, Any]:
-        """The parameter document of :mod:`doxa.inference.params` (no calibration map yet)."""
-        doc = _document_from_draws(self.structure_, self.draws_, interval)
+        """The parameter document of :mod:`doxa.inference.read.params` (no calibration map yet)."""
+        doc = document_from_draws(self.structure_, self.draws_, interval)
         doc["diagnostics"] = self.diagnostics()
         return doc
 
@@ -399,155 +326,6 @@ class BeliefFit:
             "events_per_step": self.events_per_step,
             "subsampled": any(b.subsample is not None for b in self.chains_),
         }
-
-
-def _document_from_draws(structure: bm.ModelStructure, draws: dict[str, np.ndarray],
-                         interval: float = 0.9) -> dict[str, Any]:
-    """Posterior means (trust, confusion, base rates), geometric means (change rates, τ) and intervals.
-
-    A change rate is published as the geometric mean of its draws, the guide's median of a
-    log-normal: the median of ``λ`` and of the half-life ``ln 2 / λ`` are the same summary,
-    where the mean of ``λ`` would report a half-life shorter by ``exp(sd(log λ)²/2)``.
-    """
-    s, d = structure, draws
-    lo_q, hi_q = (1 - interval) / 2, 1 - (1 - interval) / 2
-    trust = d["trust"]
-    doc = document_from_values(
-        s,
-        trust=trust.mean(0),
-        confusion={k: d[f"confusion_{k}"].mean(0) for k in s.pairs if f"confusion_{k}" in d},
-        priors={k: d[f"prior_{k}"].mean(0) for k in s.group_ks},
-        rate=np.exp(np.log(d["rate"]).mean(0)),
-        temperature=np.exp(np.log(d["temperature"]).mean(0)),
-    )
-    t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)
-    for i, path in enumerate(s.tree.paths.tolist()):
-        doc["trust"][path].update(lo=float(t_lo[i]), hi=float(t_hi[i]))
-    r_lo, r_hi = np.quantile(d["rate"], [lo_q, hi_q], axis=0)
-    for i, kind in enumerate(s.kinds.tolist()):
-        doc["kinds"][kind]["change_rate_interval"] = [float(r_lo[i]), float(r_hi[i])]
-    tau_lo, tau_hi = np.quantile(d["temperature"], [lo_q, hi_q], axis=0)
-    for i, reader in enumerate(s.readers.tolist()):
-        doc["readers"][reader].update(lo=float(tau_lo[i]), hi=float(tau_hi[i]))
-    doc["defaults"] = {
-        "trust": float(d["trust_root"].mean()),
-        "change_rate": float(np.exp(d["rate_loc"]).mean()),
-    }
-    return doc
-
-
-def bias_statistic(evidence: Evidence, structure: bm.ModelStructure, document: dict[str, Any],
-                   min_readings: int = 10) -> dict[str, float]:
-    """Do sources state some answers more often than one number of trust explains?
-
-    For every (source, kind) with at least ``min_readings`` readings, compare what its
-    messages stated with what the one-number model predicted from the belief just before
-    each message, ``e_c = m/K + (1-m)(α b_c + (1-α)(1-b_c)/(K-1))``: Pearson's X² over
-    options, summed over pairs, against its degrees of freedom. ``z`` is the excess in
-    standard deviations (X² ≈ df ± √(2 df) when trust is one number).
-
-    What a message stated is read through the reader: its tempered output ``r̃`` is a
-    likelihood over the stated option, so each message counts as the posterior
-    ``r̃_c e_c / Σ r̃ e`` (whose expectation is ``e`` when the model holds). For certain
-    readings (crowd labels) that is ``r̃`` itself; summing soft readings as they are
-    would pull every source toward uniform statements and look like bias (z in the
-    hundreds at 1M simulated readings with no biased source).
-    """
-    derived = derived_from_document(structure, {**document, "confusion": {}})
-    result, stream = bm.filter_evidence(evidence, structure, derived)
-    reading = ~stream.is_settlement
-    r_t = bm.tempered_readings(stream, structure, derived)[reading]
-    b = result.predictive[reading]
-    k = structure.question_k[stream.q[reading]].astype(np.float64)[:, None]
-    valid = np.arange(b.shape[1])[None, :] < k
-    alpha = derived.trust.numpy()[stream.leaf[reading]][:, None]
-    m = stream.mix[reading][:, None]
-    expected = m / k + (1 - m) * (alpha * b + (1 - alpha) * (1 - b) / np.maximum(k - 1, 1))
-    expected = np.where(valid, expected, 0.0)
-    kind = structure.question_kind[stream.q[reading]]
-    key = stream.leaf[reading] * max(structure.n_kinds, 1) + kind
-    keys, group, counts = np.unique(key, return_inverse=True, return_counts=True)
-    observed_sum = np.zeros((len(keys), b.shape[1]))
-    expected_sum = np.zeros_like(observed_sum)
-    joint = np.where(valid, r_t * expected, 0.0)
-    total = joint.sum(axis=1, keepdims=True)
-    stated = np.where(total > 0, joint / np.where(total > 0, total, 1.0), r_t)
-    np.add.at(observed_sum, group, stated)
-    np.add.at(expected_sum, group, expected)
-    enough = counts >= min_readings
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cells = np.where(expected_sum > 0, (observed_sum - expected_sum) ** 2 / expected_sum, 0.0)
-    chi2 = float(cells[enough].sum())
-    options = (expected_sum > 0).sum(axis=1)
-    df = float(np.maximum(options[enough] - 1, 0).sum())
-    z = (chi2 - df) / math.sqrt(2 * df) if df > 0 else 0.0
-    return {"chi2": chi2, "df": df, "z": z, "pairs": int(enough.sum())}
-
-
-def document_from_values(structure: bm.ModelStructure, *, trust: np.ndarray, confusion: dict[int, np.ndarray],
-                         priors: dict[int, np.ndarray], rate: np.ndarray, temperature: np.ndarray
-                         ) -> dict[str, Any]:
-    """A parameter document from one value per parameter (posterior means, or a test's point)."""
-    s = structure
-    doc = P.default_params()
-    doc.pop("version")
-    n_msgs = s.node_messages
-    doc["trust"] = {path: {"mean": float(trust[i]), "lo": float(trust[i]), "hi": float(trust[i]),
-                           "n": int(n_msgs[i])}
-                    for i, path in enumerate(s.tree.paths.tolist())}
-    conf_doc: dict[str, dict[str, list]] = {}
-    for k, table in confusion.items():
-        pairs = s.pairs[k]
-        for i, (node, kind) in enumerate(zip(pairs.node.tolist(), pairs.kind.tolist())):
-            conf_doc.setdefault(str(s.tree.paths[node]), {})[str(s.kinds[kind])] = np.asarray(table[i]).tolist()
-    doc["confusion"] = conf_doc
-    doc["kinds"] = {}
-    for i, kind in enumerate(s.kinds.tolist()):
-        k = int(s.kind_k[i])
-        lam = float(rate[i])
-        doc["kinds"][kind] = {
-            "options": list(s.kind_options[i]),
-            "prior": np.asarray(priors[k][s.kind_slot[i]], dtype=np.float64).tolist(),
-            "change_rate": lam,
-            "half_life_days": math.log(2.0) / lam if lam > 0 else float("inf"),
-        }
-    doc["readers"] = {reader: {"temperature": float(temperature[i])} for i, reader in enumerate(s.readers.tolist())}
-    return doc
-
-
-def derived_from_document(structure: bm.ModelStructure, doc: dict[str, Any], dtype=torch.float64) -> bm.Derived:
-    """The model's parameters as the scorer would read them from ``doc`` (for the torch filter).
-
-    Trust and confusion are looked up per node of *this* structure with the scorer's
-    rules (deepest fitted node; confusion only where the document has one).
-    """
-    doc = P.with_defaults(doc)
-    s = structure
-    alpha = np.empty(s.n_nodes)
-    for i, path in enumerate(s.tree.paths.tolist()):
-        stated = s.stated_logit[i]
-        stated_p = None if np.isnan(stated) else float(1 / (1 + np.exp(-stated)))
-        alpha[i], _ = P.trust_for_source(doc, path, stated_p)
-    alpha = np.clip(alpha, 1e-12, 1 - 1e-12)
-    confusion = {}
-    for k, table in s.pairs.items():
-        matrices = []
-        for node, kind in zip(table.node.tolist(), table.kind.tolist()):
-            matrix, _ = P.confusion_for_source(doc, str(s.tree.paths[node]), str(s.kinds[kind]), k)
-            if matrix is None:
-                a = alpha[node]
-                matrix = np.where(np.eye(k, dtype=bool), a, (1 - a) / max(k - 1, 1))
-            matrices.append(np.asarray(matrix, dtype=np.float64))
-        if doc.get("confusion"):
-            confusion[k] = torch.as_tensor(np.stack(matrices), dtype=dtype)
-    prior_table = {}
-    for k in s.group_ks:
-        rows = [P.kind_prior(doc, str(s.kinds[i]), s.kind_options[i]) for i in s.kinds_with_k(k)]
-        prior_table[k] = torch.as_tensor(np.vstack(rows + [np.full(k, 1.0 / k)]), dtype=dtype)
-    rate = torch.as_tensor([P.kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
-    tau = torch.as_tensor([P.reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
-    return bm.Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
-                      confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)
 
 
 def _fast_pyro():

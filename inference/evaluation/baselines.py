@@ -36,8 +36,8 @@ import numpy as np
 
 from doxa.data.evidence import Evidence, SourceTable
 
-from . import params as P
-from . import scorer
+from doxa.inference.read import params as P
+from doxa.inference.read import scorer
 
 #: A reading with ``unclear + unrelated`` at or above this is "not about the question".
 RELEVANCE_CUTOFF = 0.5
@@ -160,7 +160,7 @@ def equal_trust_params(trust: float = P.DEFAULT_TRUST, change_rate: float = P.DE
 
 
 class DoxaScorer(System):
-    """doxa's closed-form scorer (inference/scorer.py) under one parameter document.
+    """doxa's closed-form scorer (inference/read/scorer.py) under one parameter document.
 
     ``ignore_stated_trust`` drops the user's stated trust so that every source really
     gets the document's single trust (doxa-equal, wording).
@@ -196,7 +196,7 @@ class LearnedDoxa(System):
 
     ``trainer(evidence, at) -> params document`` is the nightly fit on the evidence up to
     ``at`` (days); until it has run once
-    the scorer uses :func:`doxa.inference.params.default_params` (stated trust, else
+    the scorer uses :func:`doxa.inference.read.params.default_params` (stated trust, else
     trust by top layer), exactly as a fresh store does. Fitted state: ``params_``,
     ``fits_`` (one entry per training: time, settlements seen, seconds).
     """

@@ -2,8 +2,8 @@
 
 Inputs are *time-ordered out-of-sample* predictions: for each settlement, the belief the
 scorer would have given just before it was settled, from the evidence up to then
-(:func:`doxa.inference.train.settlement_predictions` makes them). Two maps, both in
-the form the scorer applies (:func:`doxa.inference.scorer.apply_calibration`):
+(:func:`doxa.inference.learn.train.settlement_predictions` makes them). Two maps, both in
+the form the scorer applies (:func:`doxa.inference.read.scorer.apply_calibration`):
 
 - ``temperature``: ``p ∝ p^(1/T)``, i.e. all log-odds divided by ``T`` (Guo et al. 2017,
   "On calibration of modern neural networks"); one number, safe on little data;
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from doxa.inference.scorer import apply_calibration as _scorer_apply
+from doxa.inference.read.scorer import apply_calibration as _scorer_apply
 
 N_BINS = 15
 ISOTONIC_MIN_POINTS = 300

@@ -599,7 +599,7 @@ class World:
 
     # ------------------------------------------------------------------ oracle
     def oracle_params(self) -> dict[str, Any]:
-        """The params document (inference/params.py) holding the TRUE parameters.
+        """The params document (inference/read/params.py) holding the TRUE parameters.
 
         Trust covers every evidence node and leaf (not assistant nodes; not planted
         sources, which fall back to their layer's node like any new source). Intervals

@@ -11,7 +11,7 @@ the story of :mod:`doxa.model.belief_model` exactly:
 - the reader is calibrated after tempering: with confidence ``κ`` its top option is the
   stated one (so ``P(states c | r̃) = r̃_c``), and it reports ``r ∝ r̃^τ``.
 
-The generated-world benchmark (``doxa.data.world``) is the richer, end-to-end version.
+The generated-world benchmark (``doxa.inference.evaluation.world``) is the richer, end-to-end version.
 """
 
 from __future__ import annotations

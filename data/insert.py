@@ -1,0 +1,61 @@
+"""Bulk insert of trusted Arrow tables (replay, benchmarks, the organizer's carried rows): no validation.
+
+Anything from outside doxa goes through ingest (:mod:`doxa.data.ingest`, :mod:`doxa.data.writer`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from .search import TOKEN_SPLIT
+from .writer import complete_readings
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+def insert_arrow_con(con, table: str, arrow: pa.Table) -> int:
+    """``INSERT INTO table`` the columns of an Arrow table (trusted rows: no validation)."""
+    name = f"_bulk_{table}"
+    con.register(name, arrow)
+    try:
+        cols = ", ".join(arrow.column_names)
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}").fetchall()
+    finally:
+        con.unregister(name)
+    return arrow.num_rows
+
+
+def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bool = True) -> dict[str, int]:
+    """Bulk-load trusted tables (replay, benchmarks) in one transaction, in the order given.
+
+    Rows are not validated: use ``doxa ingest`` for anything from outside doxa. With
+    ``index_terms``, messages that have no full-text terms yet are indexed afterwards.
+    """
+    con = store.con
+    counts = {}
+    con.execute("BEGIN")
+    try:
+        for table, arrow in tables.items():
+            counts[table] = insert_arrow_con(con, table, arrow)
+        if index_terms and "messages" in tables and "message_terms" not in tables:
+            index_missing_terms(con)
+        complete_readings(con)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return counts
+
+
+def index_missing_terms(con) -> None:
+    """Full-text terms for messages that have none (same tokeniser as ingest)."""
+    con.execute(
+        f"""INSERT INTO message_terms
+            SELECT id, term, count(*)::INTEGER FROM (
+                SELECT id, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
+                FROM messages WHERE id NOT IN (SELECT DISTINCT message FROM message_terms))
+            WHERE length(term) > 0 GROUP BY id, term"""
+    ).fetchall()

@@ -1,0 +1,139 @@
+"""Replay: a new store holding another's kept evidence under a new set of questions.
+
+DESIGN: "replay past evidence through each version [of the organizer], keep the one that
+scores best". Readings, settlements and rejections are carried through the options
+old and new questions share by name (:class:`doxa.data.organizer.OptionMap`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from . import models
+from .errors import StoreError
+from .insert import insert_arrow
+from .organizer import OptionMap, carried_readings, insert_readings
+from .sql import bind
+from .store import Store
+from .writer import complete_readings
+
+
+#: Tables replay copies as they are: the evidence and everything the user said.
+_COPIED = ("subjects", "relations", "sources", "messages", "message_terms", "params")
+
+
+def replay(
+    source: "Store",
+    target_path: str | Path,
+    question_records: list[dict[str, Any]],
+    *,
+    from_questions: dict[str, str] | None = None,
+) -> tuple["Store", dict[str, Any]]:
+    """A new store at ``target_path`` holding ``source``'s kept evidence under other questions.
+
+    Copied as they are: subjects, relations, sources, messages (with their term index)
+    and parameter versions. The questions are ``question_records`` (FORMATS question
+    records, validated). For each new question, readings, settlements and rejections are
+    carried from the source question of the same id (or ``from_questions[new_id]``)
+    through the options both share by name; an old option with no counterpart leaves its
+    mass as ``unclear``. Instructions come along; their ``rests_on`` is kept only where
+    it names a new question and one of its options. New questions nothing carries to are
+    listed under ``unread``: a reader can read the kept messages for them
+    (:func:`doxa.inference.agent.ask.read_question`). Returns the open target store and a report.
+    """
+    target_path = str(target_path)
+    if target_path != ":memory:" and Path(target_path).exists():
+        raise StoreError(f"{target_path} exists: replay builds a new store, give a path that does not exist yet")
+    batch = [dict(r) for r in question_records]
+    for n, r in enumerate(batch, start=1):
+        if r.get("type", "question") != "question":
+            raise StoreError(f"record {n}: replay takes question records only, got type {r.get('type')!r}")
+        r["type"] = "question"
+    new_questions = [models.QuestionRecord.model_validate(r) for r in batch] if batch else []
+    ids = [q.id for q in new_questions]
+    if len(set(ids)) != len(ids):
+        raise StoreError("two question records share an id: each question needs its own id")
+    origin = {q.id: (from_questions or {}).get(q.id, q.id) for q in new_questions}
+
+    target = Store.open(target_path)
+    try:
+        # read each result whole before the next query: a pending result dies with the next execute
+        tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
+        insert_arrow(target, tables, index_terms=False)
+        target.ingest_records(batch)
+
+        old = {r[0]: list(r[1]) for r in source.execute(
+            "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
+        ).fetchall()}
+        carried: dict[str, int] = {}
+        con = target.con
+        con.execute("BEGIN")
+        try:
+            for q in new_questions:
+                src_id = origin[q.id]
+                if src_id not in old:
+                    carried[q.id] = 0
+                    continue
+                omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
+                if omap.empty:
+                    carried[q.id] = 0
+                    continue
+                rows = carried_readings(source.con, src_id, omap, None)
+                insert_readings(con, q.id, rows)
+                carried[q.id] = len(rows)
+                src_q = {"id": src_id}
+                _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
+            _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
+            complete_readings(con)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    except Exception:
+        target.close()
+        raise
+    report = {
+        "target": target_path,
+        "copied": {t: tables[t].num_rows for t in _COPIED},
+        "questions": len(new_questions),
+        "carried_readings": carried,
+        "unread": [qid for qid, n in carried.items() if n == 0],
+    }
+    return target, report
+
+
+def _as_table(arrow) -> pa.Table:
+    return arrow.read_all() if hasattr(arrow, "read_all") else arrow
+
+
+def _copy_outcomes(src_con, dst_con, src_q, dst_q, omap: OptionMap) -> None:
+    for answer, at, how, by in src_con.execute(bind(
+            "SELECT answer, settled_at, how, settled_by FROM settlements WHERE question = ?", [src_q["id"]])).fetchall():
+        if answer in omap.mapping:
+            dst_con.execute(bind("INSERT INTO settlements VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 [dst_q["id"], omap.mapping[answer], at, how, by])).fetchall()
+    for answer, at, by in src_con.execute(bind(
+            "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ?", [src_q["id"]])).fetchall():
+        if answer in omap.mapping:
+            dst_con.execute(bind("INSERT INTO rejections VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 [dst_q["id"], omap.mapping[answer], at, by])).fetchall()
+
+
+def _copy_instructions(source: "Store", dst_con, options: dict[str, list[str]], origin: dict[str, str]) -> None:
+    back = {}
+    for new_id, old_id in origin.items():
+        back.setdefault(old_id, new_id)
+    rows = source.con.execute(
+        "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions").fetchall()
+    for iid, subject, text, at, rq, ra in rows:
+        new_q = back.get(rq) if rq else None
+        if new_q is None or ra not in options.get(new_q, []):
+            new_q, ra = None, None
+        dst_con.execute(bind("INSERT INTO instructions VALUES (?, ?, ?, ?, ?, ?)",
+                             [iid, subject, text, at, new_q, ra])).fetchall()
+
+
+__all__ = ["replay"]

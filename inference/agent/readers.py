@@ -1,0 +1,66 @@
+"""Readers: turn (message text, question) into a reading.
+
+A reading is what the scorer consumes for one (message, question) pair (DESIGN §1,
+FORMATS ``reading``): a probability per option of what the message *states*, plus
+``unclear`` (about the question, but no answer can be told), ``unrelated`` (says nothing
+about it), which together sum to 1, and ``one_off`` (the message describes a one-off,
+not a lasting state). Whether the message is *true* is not the reader's business: that
+is the source's trust, learned nightly.
+
+Two ways in:
+
+- :class:`OpenAIChatReader` asks any OpenAI-compatible chat-completions server with
+  log-probabilities (llama.cpp ``llama-server``, vLLM, Ollama, hosted APIs) one lettered
+  multiple-choice question and reads the probabilities off the first generated token.
+  :func:`reader_from_env` builds one from ``DOXA_READER_URL`` / ``DOXA_READER_MODEL`` /
+  ``DOXA_READER_KEY``.
+- Readings made elsewhere are ingested as JSON Lines ``reading`` records with
+  ``doxa ingest`` (which refuses a bad file whole, every bad line listed).
+
+This module builds a reader from the environment and gathers the public names: the
+reading and the interface are in :mod:`~doxa.inference.agent.reading`, the prompts and
+the letter rule in :mod:`~doxa.inference.agent.prompts`, the HTTP reader in
+:mod:`~doxa.inference.agent.openai_reader`. Standard library only: this sits on the
+path of ``doxa ask`` and must not pull in torch, pyro or pandas.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from .openai_reader import ENV_KEY, ENV_MODEL, ENV_URL, OpenAIChatReader
+from .prompts import PROMPT_VERSION, letter_probabilities
+from .reading import SUM_TOLERANCE, Reader, ReaderError, Reading, ReadingFormatError
+
+__all__ = [
+    "Reading",
+    "Reader",
+    "ReaderError",
+    "ReadingFormatError",
+    "OpenAIChatReader",
+    "reader_from_env",
+    "letter_probabilities",
+    "SUM_TOLERANCE",
+    "PROMPT_VERSION",
+]
+
+def reader_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Reader | None:
+    """The reader configured in the environment, or None when ``DOXA_READER_URL`` is unset.
+
+    ``DOXA_READER_URL`` is the server's OpenAI base URL (``http://127.0.0.1:8080/v1``),
+    ``DOXA_READER_MODEL`` the model name to send (optional for llama.cpp, which serves
+    one), ``DOXA_READER_KEY`` an API key sent as a bearer token (optional). Keyword
+    arguments go to :class:`OpenAIChatReader` and override the environment.
+    """
+    env = os.environ if env is None else env
+    url = (env.get(ENV_URL) or "").strip()
+    if not url:
+        return None
+    config: dict[str, Any] = {
+        "url": url,
+        "model": (env.get(ENV_MODEL) or "").strip() or None,
+        "api_key": (env.get(ENV_KEY) or "").strip() or None,
+    }
+    config.update(kwargs)
+    return OpenAIChatReader(**config)

@@ -1,0 +1,56 @@
+"""The emission of a reading, ``L(j)`` of the story, and the parameters it is computed from.
+
+:class:`Derived` is what the likelihood uses, as deterministic functions of the latents
+(:func:`doxa.model.belief_model.derive` builds it): the tree product, the torch filter and
+the fit all speak through it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Derived:
+    """The parameters the likelihood uses, as deterministic functions of the latents."""
+
+    trust_logit: torch.Tensor  # (V,)
+    confusion: dict[int, torch.Tensor]  # K → (pairs, K, K) rows sum to 1; empty when off
+    prior_table: dict[int, torch.Tensor]  # K → (kinds with K + 1, K); last row uniform
+    rate: torch.Tensor  # (n_kinds,) λ per day
+    inv_temperature: torch.Tensor  # (R,)
+
+    @property
+    def trust(self) -> torch.Tensor:
+        return torch.sigmoid(self.trust_logit)
+
+
+def trust_confusion_logits(trust_logit: torch.Tensor, k: int) -> torch.Tensor:
+    """log of the one-number confusion matrix α[j=c] + (1-α)[j≠c]/(K-1), shape (..., K, K)."""
+    on = torch.nn.functional.logsigmoid(trust_logit)[..., None, None]
+    off = torch.nn.functional.logsigmoid(-trust_logit)[..., None, None] - math.log(max(k - 1, 1))
+    eye = torch.eye(k, dtype=trust_logit.dtype)
+    return eye * on + (1 - eye) * off
+
+
+# =============================================================================== likelihood
+def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tensor, inv_tau: torch.Tensor,
+                       trust: torch.Tensor, confusion: torch.Tensor | None = None) -> torch.Tensor:
+    """L(j) of DESIGN §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
+
+    ``confusion`` (…, K, K), where given, replaces the one-number bracket by ``Σ_c r̃_c C[j, c]``.
+    """
+    k = logr.shape[-1]
+    scaled = logr * inv_tau[..., None]
+    # by hand: torch's softmax kernel is several times slower over a last axis of 2–5
+    r_t = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
+    r_t = r_t / r_t.sum(dim=-1, keepdim=True)
+    if confusion is None:
+        a = trust[..., None]
+        bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
+    else:
+        bracket = (confusion @ r_t[..., None]).squeeze(-1)
+    return mix[..., None] / k + weight[..., None] * bracket
