@@ -7,17 +7,52 @@ starts fast.
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+import sys
+from typing import Any, Optional
 
 import typer
+from typer.core import TyperGroup, _click  # typer's own copy of click: its exceptions are these
 
 from doxa.cli import bench_cmds, context_cmds, train_cmds
-from doxa.cli.common import emit_json, guarded, markup_safe as _e, open_memory, parse_at, show_belief, \
-    warn_if_after_evidence
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, set_json_mode, \
+    show_belief, warn_if_after_evidence
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption
 
+class _Doxa(TyperGroup):
+    """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
+
+    A usage error (a missing argument, ``--json true``) with ``--json`` on the command line
+    is one JSON object like every other error. Anything doxa did not foresee is reported
+    as an internal error in one line (``DOXA_DEBUG=1`` shows the traceback instead).
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        wants_json = "--json" in argv and standalone_mode
+        try:
+            # with --json, click must hand its own errors over instead of printing them
+            value = super().main(argv, prog_name, complete_var, standalone_mode and not wants_json, **extra)
+        except _click.exceptions.ClickException as err:  # only reached with --json
+            set_json_mode(True)
+            fail(err.format_message(), err.exit_code)
+        except typer.Abort:
+            fail("aborted", 1)
+        except Exception as err:  # noqa: BLE001 - the last line of defence, see the docstring
+            if os.environ.get("DOXA_DEBUG"):
+                raise
+            set_json_mode(wants_json)
+            detail = " ".join(str(err).split())[:300]
+            fail(f"internal error ({type(err).__name__}: {detail}). This is a bug in doxa: please report it "
+                 "with the command you ran; DOXA_DEBUG=1 shows the traceback", 1)
+        if wants_json:
+            raise SystemExit(value if isinstance(value, int) else 0)
+        return value
+
+
 app = typer.Typer(
+    cls=_Doxa,
     name="doxa",
     help="A belief memory for agents: every answer with the probability it deserves.",
     no_args_is_help=True,

@@ -73,6 +73,33 @@ def test_a_missing_store_with_json_is_one_object(tmp_path):
     assert "doxa init" in error["error"]
 
 
+@pytest.mark.parametrize("args,says", [
+    (["beliefs", "--json", "true"], "unexpected extra argument"),
+    (["beliefs", "--limit", "many", "--json"], "Invalid value for '--limit'"),
+    (["belief", "--json"], "Missing argument"),
+    (["nosuch", "--json"], "No such command"),
+])
+def test_usage_errors_with_json_are_one_object_too(args, says):
+    result = invoke(*args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert says in json.loads(result.stderr)["error"]
+
+
+def test_an_unforeseen_error_is_one_line_not_a_traceback(db, monkeypatch):
+    from doxa.inference.read.memory import Memory
+
+    def broken(self, *args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(Memory, "beliefs", broken)
+    result = invoke("beliefs", "--db", db)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert result.stderr.startswith("Error: internal error (KeyError: 'a bug')") and "DOXA_DEBUG" in result.stderr
+    assert json.loads(invoke("beliefs", "--db", db, "--json").stderr)["error"].startswith("internal error")
+    with pytest.raises(KeyError):
+        CliRunner().invoke(app, ["beliefs", "--db", db], env={"DOXA_DEBUG": "1"}, catch_exceptions=False)
+
+
 def test_human_errors_stay_text(db):
     result = invoke("belief", "maya.nothing", "--db", db)
     assert result.exit_code == 1 and result.stderr.startswith("Error: no question 'maya.nothing'")

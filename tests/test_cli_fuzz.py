@@ -34,9 +34,10 @@ _counter = itertools.count()
 
 
 def _run(args: list[str]) -> None:
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, args, env={"DOXA_DEBUG": "1"})  # an unforeseen error raises, not hides
     assert result.exit_code in EXIT_CODES, (args, result.exit_code, result.output)
     assert result.exception is None or isinstance(result.exception, SystemExit), (args, repr(result.exception))
+    assert "internal error" not in result.output and "Traceback" not in result.output, (args, result.output)
 
 
 def test_every_command_prints_any_text_without_a_traceback(tmp_path):
