@@ -30,7 +30,8 @@ def sql_literal(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         number = float(value)
-        return repr(number) if math.isfinite(number) else f"'{number}'::DOUBLE"
+        # a bare 0.99999 is a DECIMAL to DuckDB: the cast keeps it the double it is
+        return f"{number!r}::DOUBLE" if math.isfinite(number) else f"'{number}'::DOUBLE"
     if isinstance(value, datetime):
         return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
     if isinstance(value, str):

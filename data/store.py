@@ -119,7 +119,10 @@ class Store:
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
         con = connect(path, read_only=read_only)
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
-        con.execute("SET enable_progress_bar = false")
+        try:
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.InvalidInputException:
+            pass  # inside Jupyter DuckDB refuses the setting (and draws no text bar there anyway)
         store = cls(con, path)
         if not read_only:
             store._ensure_schema()
