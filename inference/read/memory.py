@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from collections.abc import Sequence
 from typing import Any, Iterable
 
@@ -30,6 +30,19 @@ DEFAULT_ACT_AT = 0.8
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def as_moment(at: "datetime | date | str | None") -> datetime | None:
+    """An ``at`` as every reading function takes it: None (now), an ISO 8601 string
+    ("2026-05-01", "2026-05-01T10:00:00+02:00"), a date, or a datetime (aware ones are
+    converted to UTC). Raises ValueError saying what is accepted."""
+    from doxa.data.times import parse_time
+
+    if at is None:
+        return None
+    if isinstance(at, date) and not isinstance(at, datetime):
+        at = datetime(at.year, at.month, at.day)
+    return parse_time(at)
 
 
 @dataclass
@@ -227,7 +240,7 @@ class Memory:
     # ---------------------------------------------------------------- beliefs
     def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False,
                subjects: list[str] | None = None):
-        at = at or utc_now()
+        at = as_moment(at) or utc_now()
         evidence = self.store.load_evidence(at, question_ids, with_messages=with_messages, subjects=subjects)
         params = self.params()
         inputs = scorer.model_inputs(evidence, params)
@@ -237,7 +250,7 @@ class Memory:
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
-    def scored(self, question_ids: list[str] | None = None, at: datetime | None = None, *,
+    def scored(self, question_ids: list[str] | None = None, at: "datetime | str | None" = None, *,
                subjects: list[str] | None = None, act_at: float | None = None,
                with_messages: bool = False) -> tuple["BeliefList", Any]:
         """Beliefs of ``question_ids`` and of every question about ``subjects``, with the evidence
@@ -260,7 +273,7 @@ class Memory:
         self.store.log_reads([(b.question, at, list(b.answers.values()), b.top or "", b.p_top, b.params_version)
                               for b in found])
 
-    def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
+    def belief(self, question_id: str, at: "datetime | str | None" = None, *, act_at: float | None = None) -> Belief:
         self.store.question(question_id)  # clear error for unknown ids
         at, _, _, _, beliefs = self._score([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
@@ -269,7 +282,7 @@ class Memory:
         self._log(at, found)
         return found[0]
 
-    def beliefs(self, subject: str | None = None, at: datetime | None = None, *,
+    def beliefs(self, subject: str | None = None, at: "datetime | str | None" = None, *,
                 question_ids: list[str] | None = None, act_at: float | None = None) -> "BeliefList":
         """Every active belief (or a subject's, or the named questions'), in question-id order.
 
@@ -286,7 +299,7 @@ class Memory:
         return found
 
     # ---------------------------------------------------------------- explanations
-    def explain(self, question_id: str, at: datetime | None = None) -> Explanation:
+    def explain(self, question_id: str, at: "datetime | str | None" = None) -> Explanation:
         question = self.store.question(question_id)
         at, evidence, params, inputs, beliefs = self._score([question_id], at, with_messages=True)
         found = self._beliefs_from(at, beliefs, self.act_at)
@@ -343,4 +356,5 @@ class Memory:
         )
 
 
-__all__ = ["Memory", "Belief", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "from_days", "np"]
+__all__ = ["Memory", "Belief", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "as_moment", "from_days",
+           "np"]
