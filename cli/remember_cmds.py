@@ -12,14 +12,9 @@ from typing import Optional
 
 import typer
 
-DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
-JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
+from doxa.cli.common import markup_safe as _e
+from doxa.cli.options import DbOption, JsonOption, flag
 
-
-def _e(value) -> str:
-    from rich.markup import escape
-
-    return escape(str(value))
 
 
 def _answers(answers: dict[str, float]) -> str:
@@ -78,7 +73,7 @@ def register(app: typer.Typer) -> None:
         at: Optional[str] = typer.Option(None, "--at", help="When it was sent (ISO 8601); default now."),
         file: Optional[str] = typer.Option(
             None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
-        keep: bool = typer.Option(False, "--keep",
+        keep: bool = flag(False, "--keep",
                                   help="When a model fails, keep the message as pending for `doxa organize`."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
@@ -173,7 +168,7 @@ def register(app: typer.Typer) -> None:
 
     @instructions.command("set")
     def set_(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions (- for stdin)."),
-             default: bool = typer.Option(False, "--default", help="Adopt this doxa's built-in text."),
+             default: bool = flag(False, "--default", help="Adopt this doxa's built-in text."),
              note: str = typer.Option("", "--note", help="Why (kept with the version)."),
              by: str = typer.Option("user", "--by", help="Who sets it."),
              db: Optional[str] = DbOption, as_json: bool = JsonOption):
