@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import emit_json, fail
+from doxa.cli.options import flag, json_option
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +21,7 @@ def register(app: typer.Typer) -> None:
 def bench(
     world: Optional[str] = typer.Option(None, "--world", help="World config JSON (default: the `default` preset; "
                                         "`quick`/`tiny` name presets too)."),
-    quick: bool = typer.Option(False, "--quick", help="The small `quick` world and a light schedule (≈ 1 minute)."),
+    quick: bool = flag(False, "--quick", "The small `quick` world and a light schedule (≈ 1 minute)."),
     out: str = typer.Option("bench-out", "--out", help="Folder for report.md, results.json and the plots."),
     systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated subset of systems to run."),
     checkpoints: Optional[int] = typer.Option(None, "--checkpoints", min=2, help="Evaluation times (default 10; 6 with --quick)."),
@@ -29,7 +30,8 @@ def bench(
                                                 help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
     db: Optional[str] = typer.Option(None, "--db", help="Keep the replayed store in this file (default: in memory; "
                                      "an existing file is refused).", show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary on standard output."),
+    as_json: bool = json_option("Machine-readable summary on standard output (an error is one JSON object on "
+                                "standard error)."),
 ):
     """The generated-world benchmark: every system on the same stream, against the known truth."""
     from pathlib import Path

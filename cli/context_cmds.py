@@ -12,20 +12,12 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail, guarded, open_memory, parse_at
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, warn_if_after_evidence
 from doxa.cli.console import console
-
-DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
-JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
-AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
+from doxa.cli.options import AtOption, DbOption, JsonOption, flag
 ByOption = typer.Option("user", "--by", help="Who does this (recorded with the operation).")
 
 
-def _e(value) -> str:
-    """User text made safe for rich markup ("[urgent]" stays literal)."""
-    from rich.markup import escape
-
-    return escape(str(value))
 
 
 def _bar(p: float, width: int = 20) -> str:
@@ -98,6 +90,7 @@ def register(app: typer.Typer) -> None:
 
         moment = parse_at(at)
         mem = open_memory(db)
+        warn_if_after_evidence(mem, moment)
         if as_json:
             from doxa.inference.agent import tools
 
@@ -124,12 +117,12 @@ def register(app: typer.Typer) -> None:
         terms, hits = found["terms"], found["hits"]
         con = console()
         if not hits:
-            con.print(f"No kept message matches {', '.join(terms) or 'nothing'}"
-                      + (f" among those about {subject}" if subject else "") + ".")
+            con.print(f"No kept message matches {_e(', '.join(terms)) or 'nothing'}"
+                      + (f" among those about {_e(subject)}" if subject else "") + ".")
             return
         from rich.table import Table
 
-        table = Table(title=f"{len(hits)} message(s) for: {', '.join(terms)}")
+        table = Table(title=f"{len(hits)} message(s) for: {_e(', '.join(terms))}")
         for name in ("score", "sent", "source", "message", "text"):
             table.add_column(name)
         for h in hits:
@@ -154,6 +147,7 @@ def register(app: typer.Typer) -> None:
 
         moment = parse_at(at)
         mem = open_memory(db)
+        warn_if_after_evidence(mem, moment)
         answers = [o for o in options.split(",")]
         if as_json:
             from doxa.inference.agent import tools
@@ -289,8 +283,8 @@ def register(app: typer.Typer) -> None:
         from_map: Optional[str] = typer.Option(
             None, "--from", help="NEW_ID=OLD_ID pairs, comma-separated: carry an old question's readings "
                                  "to a new id (default: the same id)."),
-        read: bool = typer.Option(False, "--read", help="Have the configured reader read kept messages for "
-                                                        "new questions nothing carried to."),
+        read: bool = flag(False, "--read", "Have the configured reader read kept messages for "
+                                           "new questions nothing carried to."),
         limit: int = typer.Option(20, "--limit", min=1, help="With --read: messages read per question."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
@@ -383,7 +377,7 @@ def render_context(ctx) -> None:
                 parts.append(f"[bold]{_e(s['name'])}[/] (one hop: {_e(s['via'])})")
         con.print("Subjects: " + " · ".join(parts))
     if ctx.terms:
-        con.print(f"Ranked by the words: {', '.join(ctx.terms)}")
+        con.print(f"Ranked by the words: {_e(', '.join(ctx.terms))}")
     con.print()
     for n, q in enumerate(ctx.questions, start=1):
         flag = "[yellow]ASK[/]" if q.ask else "[green]act[/]"

@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import emit_json, fail, open_memory, parse_at
+from doxa.cli.options import db_option, flag, json_option
 
 
 def register(app: typer.Typer) -> None:
@@ -20,9 +21,8 @@ def register(app: typer.Typer) -> None:
 
 
 def train(
-    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
-                                     show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    db: Optional[str] = db_option(),
+    as_json: bool = json_option(),
     at: Optional[str] = typer.Option(None, "--at", help="Train on evidence up to this time (ISO 8601)."),
     confusion: str = typer.Option("auto", "--confusion",
                                   help="Confusion matrices for biased sources: auto (when the data show bias), on, off."),
@@ -36,7 +36,7 @@ def train(
     posterior_dir: Optional[str] = typer.Option(None, "--posterior-dir",
                                                 help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Fit and calibrate, but publish nothing."),
+    dry_run: bool = flag(False, "--dry-run", "Fit and calibrate, but publish nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on standard error."),
 ):
     """The nightly job: fit trust, base rates and change rates; calibrate; publish a new parameter version."""
@@ -87,9 +87,8 @@ def _print_train(summary: dict, result) -> None:
 
 
 def calibration(
-    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
-                                     show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    db: Optional[str] = db_option(),
+    as_json: bool = json_option(),
     version: Optional[int] = typer.Option(None, "--version", help="Parameter version (default: the newest)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the reliability diagram to this PNG file."),
 ):

@@ -8,7 +8,9 @@ touches the connection; the scorer and the fit receive numpy arrays
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -18,7 +20,7 @@ import duckdb
 import numpy as np
 
 from . import evidence_sql
-from .errors import IngestError, Problem, StoreError
+from .errors import IngestError, Problem, StoreError, store_open_message
 from .evidence import Evidence, QuestionTable
 from .sql import bind, sql_literal
 from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
@@ -36,6 +38,46 @@ def default_db_path() -> str:
 
 def _schema_sql() -> str:
     return resources.files("doxa.data").joinpath("schema.sql").read_text()
+
+
+#: Nothing doxa does needs a DuckDB extension; left on, opening a SQLite file as a store
+#: makes DuckDB download one from the network.
+CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB file
+
+
+def _not_a_store(path: str) -> str | None:
+    """Why ``path`` cannot be a doxa store, judged before DuckDB touches it (None: it may be one)."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path} is a directory, not a doxa store: give the path of a store file, e.g. --db {path}/doxa.duckdb"
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(16)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    except PermissionError:
+        return f"cannot read {path}: permission denied. Check the file's permissions"
+    if not head or head[8:12] == _DUCKDB_MAGIC:
+        return None
+    what = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
+    return f"{path} is not a doxa store ({what}): give the path of a doxa store, or `doxa init --db NEW_PATH`"
+
+
+def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Every connection doxa makes: extensions never load or install themselves.
+
+    Raises :class:`StoreError` naming the real cause (a directory, not a DuckDB file,
+    a lock another process holds; see :func:`doxa.data.errors.store_open_message`).
+    """
+    if path != ":memory:":
+        reason = _not_a_store(path)
+        if reason is not None:
+            raise StoreError(reason)
+    try:
+        return duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
+    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
+        raise StoreError(store_open_message(path, str(err).removeprefix("IO Error: "))) from err
 
 
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
@@ -60,7 +102,12 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                    r.top, r.p_top, r.params_version
             FROM reads r JOIN questions q ON q.id = r.question;
     """),
+    # Version 3: the organizer's versioned instructions (prompts), the pending state of messages
+    # taken by `remember` (remembered), the instructions version each question was made under;
+    # what a settlement settled against (note, p_before, params_version) and who gave an instruction.
+    # The new tables come from schema.sql itself, run after the steps (every CREATE there is IF NOT EXISTS).
     "2": ("3", """
+        ALTER TABLE questions ADD COLUMN IF NOT EXISTS instructions_version INTEGER;
         ALTER TABLE settlements ADD COLUMN IF NOT EXISTS note VARCHAR;
         ALTER TABLE settlements ADD COLUMN IF NOT EXISTS p_before DOUBLE;
         ALTER TABLE settlements ADD COLUMN IF NOT EXISTS params_version INTEGER;
@@ -84,12 +131,12 @@ class Store:
         path = str(path) if path is not None else default_db_path()
         if path != ":memory:" and not create and not Path(path).exists():
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
-        try:
-            con = duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as err:
-            raise StoreError(f"cannot open {path}: {err}. Is another doxa process writing to it?") from err
+        con = connect(path, read_only=read_only)
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
-        con.execute("SET enable_progress_bar = false")
+        try:
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.InvalidInputException:
+            pass  # inside Jupyter DuckDB refuses the setting (and draws no text bar there anyway)
         store = cls(con, path)
         if not read_only:
             store._ensure_schema()
@@ -111,6 +158,7 @@ class Store:
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self._seed_prompts()
         self.con.execute("COMMIT")
 
     def _migrate(self, version: str) -> None:
@@ -123,11 +171,19 @@ class Store:
             while version != SCHEMA_VERSION:
                 version, sql = _MIGRATIONS[version]
                 self.con.execute(sql)
+            self.con.execute(_schema_sql())
+            self._seed_prompts()
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
+
+    def _seed_prompts(self) -> None:
+        """Store the built-in texts as version 1 of each prompt a store does not have yet."""
+        from .prompts import seed_defaults
+
+        seed_defaults(self.con)
 
     def execute(self, sql: str, params: list[Any] | None = None):
         """Run SQL with parameters inlined as literals (see :func:`sql_literal`)."""
@@ -143,36 +199,46 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------------ ingest
-    def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
-        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table."""
-        from . import ingest as ingest_mod
+    def ingest_lines(self, lines: Iterable[str], *, name: str | None = None) -> dict[str, int]:
+        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table.
 
-        return self.ingest_batch(ingest_mod.parse_lines(lines))
+        With ``name`` (a file's), input without a single record is refused as empty: a file
+        meant to hold records that holds none is a mistake to report, not "nothing new".
+        """
+        from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting, not on `doxa belief`
 
-    def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
-        from . import ingest as ingest_mod
+        batch = ingest_mod.parse_lines(lines)
+        if name is not None and batch.lines == 0:
+            raise StoreError(f"{'standard input' if name == '-' else name} is empty: no records to ingest "
+                             "(one JSON object a line; see docs/formats.md)")
+        return self.ingest_batch(batch)
 
-        return self.ingest_batch(ingest_mod.parse_records(records))
+    def ingest_records(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
+        from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting
+
+        return self.ingest_batch(ingest_mod.parse_records(records), also=also)
 
     def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
         if str(path) == "-":
-            import sys
-
-            return self.ingest_lines(sys.stdin)
+            return self.ingest_lines(sys.stdin, name="-")
+        if Path(path).is_dir():
+            raise StoreError(f"{path} is a directory: give a JSON Lines file")
         try:
             with open(path, encoding="utf-8") as handle:
-                return self.ingest_lines(handle)
+                return self.ingest_lines(handle, name=str(path))
         except FileNotFoundError:
             raise StoreError(f"no such file: {path}") from None
         except UnicodeDecodeError as err:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
-    def ingest_batch(self, batch) -> dict[str, int]:
+    def ingest_batch(self, batch, *, also=None) -> dict[str, int]:
+        """``also(con)``, when given, runs inside the batch's transaction, after its rows are written:
+        what it writes commits or rolls back with them."""
         # lazy: pyarrow loads only when writing, not on `doxa belief`'s start-up
         from . import organizer, writer
 
         self.use_one_thread(False)
-        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS)
+        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -320,7 +386,7 @@ class Store:
         DuckDB any Python-side table imports pandas (~0.5 s). Each question's top answer
         is named in SQL from its options.
         """
-        import os
+        # lazy: pyarrow (and tempfile) stay off the start-up of `doxa belief`: only large read logs need them
         import tempfile
 
         import pyarrow as pa
@@ -403,6 +469,13 @@ class Store:
             "SELECT id FROM questions WHERE subject IN (SELECT unnest(?)) AND status = 'active' ORDER BY id",
             [list(subjects)]).fetchall()
         return [r[0] for r in rows]
+
+    def newest_evidence_time(self) -> datetime | None:
+        """When the newest message was sent or the newest settlement made (None: neither yet)."""
+        row = self.con.execute(
+            "SELECT greatest((SELECT max(sent_at) FROM messages), (SELECT max(settled_at) FROM settlements))"
+        ).fetchone()
+        return row[0] if row else None
 
     def counts(self) -> dict[str, int]:
         tables = ("subjects", "relations", "sources", "messages", "questions", "readings",

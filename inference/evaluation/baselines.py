@@ -29,6 +29,7 @@ from the user. Every system sees the same stream, settlements included.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -212,8 +213,6 @@ class LearnedDoxa(System):
     def fit(self, evidence: Evidence, at: float) -> "LearnedDoxa":
         if self.trainer is None:
             raise RuntimeError("doxa-learned has no trainer: pass the nightly fit as trainer=")
-        import time
-
         started = time.perf_counter()
         self.params_ = self.trainer(evidence, at)
         diagnostics = self.params_.get("diagnostics") or {}

@@ -49,6 +49,7 @@ from typing import Any, Callable
 import numpy as np
 
 from doxa.data.evidence import Evidence, QuestionTable, SourceTable
+from doxa.data.store import Store, from_days
 
 from . import baselines as B
 from doxa.inference.read import params as P
@@ -349,14 +350,12 @@ def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float
     (in-sample) predictions of each settlement: the held-out folds of the real nightly job
     would cost three more fits per retraining.
     """
-    from doxa.data.store import from_days
-
     options = {"max_steps": settings.train_steps, "min_steps": min(150, settings.train_steps),
                "confusion": settings.train_confusion, "events_per_step": settings.train_events_per_step,
                "n_draws": 40}
 
     def train_at(evidence: Evidence, at: float) -> dict[str, Any]:
-        from doxa.inference.learn.train import train
+        from doxa.inference.learn.train import train  # lazy: torch and pyro load only when doxa-learned retrains
 
         result = train(store, at=from_days(at), fit_options=options, folds=settings.train_folds,
                        progress=False, seed=settings.seed)
@@ -368,7 +367,7 @@ def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float
 def trainer_available() -> str | None:
     """None when the nightly fit can run here, else why not."""
     try:
-        import doxa.inference.learn.train  # noqa: F401
+        import doxa.inference.learn.train  # noqa: F401 - lazy on purpose: is the fit installed here?
     except ModuleNotFoundError as err:
         return f"the nightly fit is not installed ({err.name} missing)"
     return None
@@ -506,8 +505,6 @@ def trust_table(params: dict[str, Any], world, limit: int = 25) -> list[dict[str
 
 
 def _run(world, settings: BenchSettings, db: str, trainer, progress: Progress | None) -> BenchResult:
-    from doxa.data.store import Store
-
     tick = progress or _no_progress
     timings: dict[str, Any] = {}
     started = time.perf_counter()
@@ -712,7 +709,7 @@ def planted_resistance(world, evidence: Evidence, systems: list[B.System], final
 # ============================================================================ the report
 def write_report(result: BenchResult, out_dir: str | Path) -> list[str]:
     """results.json, report.md and the plots into ``out_dir``; returns the paths written."""
-    import matplotlib
+    import matplotlib  # lazy: only the report's plots need it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

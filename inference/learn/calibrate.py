@@ -294,7 +294,7 @@ def reliability_markdown(report: dict[str, Any]) -> str:
 
 def plot_reliability(report: dict[str, Any], path: str, title: str = "Reliability") -> str:
     """Reliability diagram (before and after the map) as a PNG; returns the path."""
-    import matplotlib
+    import matplotlib  # lazy: only the reliability diagram needs it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

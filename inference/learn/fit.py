@@ -347,7 +347,7 @@ def _copy_shared(source_guide, target_guide) -> None:
 def _progress(total: int, desc: str, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: only a fit with progress bars needs it
 
     # disable=None: only on a terminal (a cron log gets no carriage-return spam)
     return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, mininterval=0.5, disable=None)

@@ -181,7 +181,7 @@ def posterior_dir_for(db_path: str) -> Path | None:
 
 def inference_data(fit: BeliefFit):
     """Posterior draws as ArviZ InferenceData (one chain; draws from the variational guide)."""
-    import arviz as az
+    import arviz as az  # lazy: arviz and xarray load only to write posterior draws
 
     s, d = fit.structure_, fit.draws_
     posterior = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from collections.abc import Sequence
 from typing import Any, Iterable, Iterator
 
@@ -32,6 +32,19 @@ DEFAULT_ACT_AT = 0.8
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def as_moment(at: "datetime | date | str | None") -> datetime | None:
+    """An ``at`` as every reading function takes it: None (now), an ISO 8601 string
+    ("2026-05-01", "2026-05-01T10:00:00+02:00"), a date, or a datetime (aware ones are
+    converted to UTC). Raises ValueError saying what is accepted."""
+    from doxa.data.times import parse_time
+
+    if at is None:
+        return None
+    if isinstance(at, date) and not isinstance(at, datetime):
+        at = datetime(at.year, at.month, at.day)
+    return parse_time(at)
 
 
 @dataclass
@@ -202,8 +215,24 @@ class Memory:
     def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
         return self.store.ingest_lines(lines)
 
-    def ingest(self, records: Iterable[dict]) -> dict[str, int]:
-        return self.store.ingest_records(records)
+    def ingest(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
+        """Ingest records, all or nothing. ``also(con)`` runs inside the same transaction (see Store.ingest_batch)."""
+        return self.store.ingest_records(records, also=also)
+
+    # ---------------------------------------------------------------- raw messages
+    def remember(self, text: str, *, source: str, sent_at=None, **kwargs):
+        """Keep a raw message, have the organizer and the reader do their part, return the beliefs it moved.
+
+        See :func:`doxa.inference.agent.remember.remember` (``organizer=``, ``reader=``, ``keep_on_failure=``)."""
+        from doxa.inference.agent.remember import remember
+
+        return remember(self, text, source=source, sent_at=sent_at, **kwargs)
+
+    def organize(self, **kwargs):
+        """Finish the messages `remember` kept pending (see :func:`doxa.inference.agent.remember.organize_pending`)."""
+        from doxa.inference.agent.remember import organize_pending
+
+        return organize_pending(self, **kwargs)
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
@@ -213,7 +242,7 @@ class Memory:
     # ---------------------------------------------------------------- beliefs
     def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False,
                subjects: list[str] | None = None):
-        at = at or utc_now()
+        at = as_moment(at) or utc_now()
         evidence = self.store.load_evidence(at, question_ids, with_messages=with_messages, subjects=subjects)
         params = self.params()
         inputs = scorer.model_inputs(evidence, params)
@@ -223,7 +252,7 @@ class Memory:
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
-    def scored(self, question_ids: list[str] | None = None, at: datetime | None = None, *,
+    def scored(self, question_ids: list[str] | None = None, at: "datetime | str | None" = None, *,
                subjects: list[str] | None = None, act_at: float | None = None,
                with_messages: bool = False) -> tuple["BeliefList", Any]:
         """Beliefs of ``question_ids`` and of every question about ``subjects``, with the evidence
@@ -246,7 +275,7 @@ class Memory:
         self.store.log_reads([(b.question, at, list(b.answers.values()), b.top or "", b.p_top, b.params_version)
                               for b in found])
 
-    def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
+    def belief(self, question_id: str, at: "datetime | str | None" = None, *, act_at: float | None = None) -> Belief:
         self.store.question(question_id)  # clear error for unknown ids
         at, _, _, _, beliefs = self._score([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
@@ -255,7 +284,7 @@ class Memory:
         self._log(at, found)
         return found[0]
 
-    def beliefs(self, subject: str | None = None, at: datetime | None = None, *,
+    def beliefs(self, subject: str | None = None, at: "datetime | str | None" = None, *,
                 question_ids: list[str] | None = None, act_at: float | None = None) -> "BeliefList":
         """Every active belief (or a subject's, or the named questions'), in question-id order.
 
@@ -276,7 +305,7 @@ class Memory:
         return question_ids
 
     # ---------------------------------------------------------------- explanations
-    def explain(self, question_id: str, at: datetime | None = None) -> Explanation:
+    def explain(self, question_id: str, at: "datetime | str | None" = None) -> Explanation:
         question = self.store.question(question_id)
         at, evidence, params, inputs, beliefs = self._score([question_id], at, with_messages=True)
         found = self._beliefs_from(at, beliefs, self.act_at)
@@ -386,4 +415,5 @@ def open_store(path=None, **kwargs) -> Iterator[Memory]:
         memory.close()
 
 
-__all__ = ["Memory", "Belief", "open_store", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "from_days", "np"]
+__all__ = ["Memory", "Belief", "open_store", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "as_moment",
+           "from_days", "np"]

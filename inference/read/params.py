@@ -34,15 +34,22 @@ from typing import Any
 
 #: Trust by the most general layer when nothing was fitted and the user stated none.
 #: First-hand people are trusted most (a person about themself), the user's own notes
-#: about others less, businesses least; all stay above 1/K for K ≤ 2.
+#: about others less, businesses and the web least.
+#:
+#: Every default lies above 1/2, so above chance (1/K) on every question (K ≥ 2): each source
+#: moves the belief toward what it says. A reading's log-likelihood ratio for the answer it
+#: states, ``log(α (K - 1) / (1 - α))``, rises with ``α`` for every K, so the order of the
+#: sources is the same on a yes/no question as on one of five options
+#: (tests/test_default_trust.py checks both on K = 2, 3, 5). At ``α = 1/2`` a business would count
+#: for nothing on a yes/no question while counting on every other.
 DEFAULT_TRUST_BY_TOP_LAYER: dict[str, float] = {
     "person": 0.9,
     "user": 0.75,
     "family": 0.8,
     "notes": 0.7,
     "friend": 0.75,
-    "business": 0.5,
-    "web": 0.5,
+    "business": 0.6,
+    "web": 0.6,
     "crowd": 0.7,
 }
 DEFAULT_TRUST = 0.7
