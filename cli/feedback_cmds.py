@@ -11,10 +11,10 @@ from typing import Any, Optional
 
 import typer
 
-DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
-JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
-FeedbackAt = typer.Option(None, "--at", help="When it happened (ISO 8601); default now. Given: a repeat with the "
-                                             "same --at is the same record.")
+from doxa.cli.options import DbOption, JsonOption, at_option
+
+FeedbackAt = at_option("When it happened (ISO 8601); default now. Given: a repeat with the same --at is the "
+                       "same record.")
 QuestionArg = typer.Argument(..., help="Question id, e.g. maya.diet.")
 
 

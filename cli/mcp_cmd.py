@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from doxa.cli.options import DbOption, flag
+
 TOKEN_ENV = "DOXA_MCP_TOKEN"
 
 
@@ -19,9 +21,8 @@ def register(app: typer.Typer) -> None:
 
 
 def mcp(
-    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
-                                     show_default=False),
-    http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
+    db: Optional[str] = DbOption,
+    http: bool = flag(False, "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind with --http. Anything but loopback "
                                                          "needs a bearer token."),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port with --http."),

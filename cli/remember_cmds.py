@@ -84,7 +84,8 @@ def register(app: typer.Typer) -> None:
         message is kept as pending and `doxa organize` finishes it later.
         """
         from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.inference.agent.remember import remember as run, remember_many
+        from doxa.inference.agent import tools
+        from doxa.inference.agent.remember import remember_many
 
         if (text is None) == (file is None):
             fail("give the message TEXT with --source, or --file FILE of messages (not both)", 2)
@@ -92,11 +93,10 @@ def register(app: typer.Typer) -> None:
         if file is None:
             if not source:
                 fail("--source is required: a stored source id, or a new source's path such as person/self/chat/maya-chat", 2)
-            result = guarded(lambda: run(mem, text, source=source, sent_at=at, keep_on_failure=keep))
             if as_json:
-                emit_json(result.to_dict())
+                emit_json(guarded(lambda: tools.remember(mem, text, source, at, keep)))
             else:
-                _render([result])
+                _render([guarded(lambda: mem.remember(text, source=source, sent_at=at, keep_on_failure=keep))])
             return
         items = _read_messages(file, source)
         if as_json or not _terminal():

@@ -45,7 +45,7 @@ ENTRY = [sys.executable, "-c", "from doxa.cli import main; main()"]
 BOUND_S = 120
 
 TOOLS = {"belief", "beliefs", "uncertain", "context", "explain", "search", "ask", "correct", "approve", "outcome",
-         "reject", "instruct"}
+         "reject", "instruct", "remember"}
 
 #: (tool, MCP arguments, the same call on the command line), in the order both stores see them.
 CALLS = [
@@ -68,6 +68,8 @@ CALLS = [
     ("instruct", {"subject": "maya", "text": "Book quiet tables", "at": LATER,
                   "rests_on": {"question": "maya.likes_loud_places", "answer": "no"}},
      ["instruct", "maya", "Book quiet tables", "--rests-on", "maya.likes_loud_places=no", "--at", LATER]),
+    ("remember", {"text": "Maya eats fish on Fridays now", "source": "mum-chat", "sent_at": LATER},
+     ["remember", "Maya eats fish on Fridays now", "--source", "mum-chat", "--at", LATER]),
     ("belief", {"question": "maya.diet", "at": LATER}, ["belief", "maya.diet", "--at", LATER]),
     ("uncertain", {"at": LATER}, ["beliefs", "--uncertain", "--at", LATER]),
 ]
@@ -85,6 +87,8 @@ REFUSED = [
      ["outcome", "maya.diet", "vegan", "--how", "x"]),
     ("reject", {"question": "maya.home", "answer": "Paris"}, ["reject", "maya.home", "Paris"]),
     ("instruct", {"subject": "mya", "text": "x"}, ["instruct", "mya", "x"]),
+    ("remember", {"text": "x", "source": "person/family/mum-chat"},
+     ["remember", "x", "--source", "person/family/mum-chat"]),
     ("ask", {"question": "Allergies?", "subject": "nobody", "options": ["yes", "no"]},
      ["ask", "Allergies?", "--subject", "nobody", "--options", "yes,no"]),
 ]
@@ -115,7 +119,8 @@ def snapshot(path: str) -> dict:
 @pytest.fixture
 def stores(tmp_path, monkeypatch) -> tuple[str, str]:
     """Two identical demo stores: one served over MCP, one read by the CLI."""
-    monkeypatch.delenv("DOXA_READER_URL", raising=False)
+    for name in ("DOXA_READER_URL", "DOXA_ORGANIZER_URL"):
+        monkeypatch.delenv(name, raising=False)
     served, by_cli = str(tmp_path / "served.duckdb"), str(tmp_path / "cli.duckdb")
     with doxa.open(served) as memory:
         memory.ingest(demo_records())

@@ -1,8 +1,8 @@
 """`doxa mcp`: the store as an MCP server (the official Python SDK's ``MCPServer``), one store per server.
 
 Tools: ``belief``, ``beliefs``, ``uncertain``, ``context``, ``explain``, ``search``, ``ask``
-(reads) and ``correct``, ``approve``, ``outcome``, ``reject``, ``instruct`` (feedback that
-becomes settled fact). Each calls the function of the same name in
+(reads), ``remember`` (a raw message in) and ``correct``, ``approve``, ``outcome``, ``reject``,
+``instruct`` (feedback that becomes settled fact). Each calls the function of the same name in
 :mod:`doxa.inference.agent.tools`, the one the CLI calls for ``--json``, so a tool's text result
 is byte for byte what `doxa VERB --json` prints; its structured result is the same value
 (a list is given under one key, since structured results are objects). A refused call
@@ -40,6 +40,7 @@ from doxa.data.search import SearchHit
 from . import tools
 from .ask import AskResult
 from .context import Context
+from .remember import RememberResult
 from doxa.inference.read.feedback import Feedback, Uncertain
 from doxa.inference.read.memory import Belief, Explanation, open_store
 
@@ -53,7 +54,8 @@ INSTRUCTIONS = (
     "the kept evidence supports. Before acting on what you remember, call `context` with the task (or `belief` "
     "for one question); where `act` is false (or `ask` is true), ask the user first, and `uncertain` lists "
     "what is most worth asking. Record what the user and the world tell you with `correct`, `approve`, "
-    "`outcome`, `reject` and `instruct`: these become settled facts the nightly training learns from. "
+    "`outcome`, `reject` and `instruct`: these become settled facts the nightly training learns from; hand "
+    "over new raw messages with `remember`. "
     + COMPUTED_ON_READ)
 
 
@@ -169,6 +171,22 @@ def build_server(db_path: str) -> MCPServer:
             ) -> Annotated[CallToolResult, AskResult]:
         return call("ask", question=question, subject=subject, options=options, kind=kind, question_id=question_id,
                     at=at, limit=limit)
+
+    @tool(FEEDBACK, "Hand memory a raw message exactly as it arrived (`doxa remember --json`): it is kept with its "
+                    "source and time, the organizer links it to the questions it bears on (creating new ones where "
+                    "none fits), the reader reads it against each, and the beliefs it moved come back before and "
+                    "after, with the model calls made. With no model configured the message is kept as pending "
+                    "(status pending, hint says how to configure one); remembering it again changes nothing.")
+    def remember(text: Annotated[str, Field(min_length=1, description="The message exactly as it arrived.")],
+                 source: Annotated[str, Field(min_length=1, description="Who it came from: a stored source id, or a "
+                                                                         "new source's path such as "
+                                                                         "person/self/chat/maya-chat.")],
+                 sent_at: Annotated[str | None, Field(description="When it was sent (ISO 8601); default now.")]
+                 = None,
+                 keep: Annotated[bool, Field(description="When a model call fails, keep the message as pending "
+                                                         "instead of refusing it.")] = False,
+                 ) -> Annotated[CallToolResult, RememberResult]:
+        return call("remember", text=text, source=source, sent_at=sent_at, keep=keep)
 
     feedback_result = ("Returns {verb, recorded (false: already recorded, nothing written), record (as stored), "
                        "before, after (the belief at that time without and with it), message}.")

@@ -113,6 +113,15 @@ def instruct(mem: Memory, subject: str | None, text: str, at: datetime | str | N
     return mem.instruct(subject, text, at=at, by=by, rests_on=rests_on).to_dict()
 
 
+def remember(mem: Memory, text: str, source: str, sent_at: datetime | str | None = None, keep: bool = False) -> dict:
+    """Keep a raw message as it arrived; the organizer links it to questions, the reader reads it.
+
+    Returns what changed (beliefs before and after) and the model calls made; with no model
+    configured the message is kept as pending for `doxa organize` and the result says so.
+    """
+    return mem.remember(text, source=source, sent_at=_at(sent_at), keep_on_failure=keep).to_dict()
+
+
 def parse_rests_on(text: str | None) -> dict[str, str] | None:
     """'QUESTION=ANSWER' → {"question": ..., "answer": ...} (the CLI's --rests-on)."""
     if text is None:
@@ -124,4 +133,4 @@ def parse_rests_on(text: str | None) -> dict[str, str] | None:
 
 
 __all__ = ["belief", "beliefs", "uncertain", "explain", "context", "search", "ask", "correct", "approve",
-           "outcome", "reject", "instruct", "parse_rests_on"]
+           "outcome", "reject", "instruct", "remember", "parse_rests_on"]
