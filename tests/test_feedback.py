@@ -109,7 +109,7 @@ def test_a_later_settlement_with_another_answer_is_new(small_mem):
 def test_the_same_time_and_answer_with_another_verb_is_an_edit_and_refused(small_mem, rec):
     small_mem.correct("maya.diet", "vegetarian", at=T)
     stored = rec.snapshot(small_mem.store)
-    with pytest.raises(FeedbackError, match="records are never edited"):
+    with pytest.raises(FeedbackError, match="settlements are never edited"):
         small_mem.approve("maya.diet", "vegetarian", at=T)
     assert rec.snapshot(small_mem.store) == stored
 
