@@ -20,6 +20,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 EPOCH_DAYS_SQL = "epoch({col}) / 86400.0"
+#: Joins a question's kind and options into its ``options_key`` (the ASCII unit separator,
+#: a control character no name may hold, so two different lists never join alike).
+OPTIONS_KEY_SEPARATOR = "\x1f"
+#: The same key computed in SQL over the ``questions`` table.
+OPTIONS_KEY_SQL = (f"kind || chr({ord(OPTIONS_KEY_SEPARATOR)}) || "
+                   f"array_to_string(options, chr({ord(OPTIONS_KEY_SEPARATOR)}))")
+
+
+def options_key(kind: str, options: list[str]) -> str:
+    """The key under which questions of one kind with these options share their priors."""
+    return OPTIONS_KEY_SEPARATOR.join([kind, *options])
 
 
 @dataclass

@@ -21,13 +21,12 @@ import numpy as np
 
 from . import evidence_sql
 from .errors import IngestError, Problem, StoreError, store_open_message
-from .evidence import Evidence, QuestionTable
+from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
 from .sql import bind, sql_literal
 from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "3"
-_FAR_FUTURE = datetime(9999, 1, 1)
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
 
@@ -274,7 +273,7 @@ class Store:
             option_group=group_of.astype(np.int64),
         )
 
-    _OPTIONS_KEY = "kind || chr(31) || array_to_string(options, chr(31))"
+    _OPTIONS_KEY = OPTIONS_KEY_SQL
 
     def _all_questions(self, include_inactive: bool):
         where = "" if include_inactive else "WHERE status = 'active'"

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import abc
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-#: FORMATS: ``probs + unclear + unrelated`` sums to 1 within this.
-SUM_TOLERANCE = 1e-6
+from doxa.data.models import SUM_TOLERANCE, reading_mass_problem  # noqa: F401  (SUM_TOLERANCE: readers' API)
 
 UNCLEAR = "unclear"
 UNRELATED = "unrelated"
@@ -72,36 +70,26 @@ class Reading:
         return record
 
 
-def _is_probability(x: Any) -> bool:
-    return (
-        isinstance(x, (int, float))
-        and not isinstance(x, bool)
-        and math.isfinite(x)
-        and 0.0 <= x <= 1.0
-    )
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _reading_problem(
     probs: Any, unclear: Any, unrelated: Any, one_off: Any
 ) -> str | None:
-    """Why these fields are not a valid reading, or None when they are."""
+    """Why these fields are not a valid reading, or None when they are: their types here
+    (a reader's output is not parsed by pydantic), their values by the store's own check."""
     if not isinstance(probs, Mapping) or not probs:
         return "probs: expected a non-empty object {option: probability}"
     for option, p in probs.items():
         if not isinstance(option, str):
             return f"probs: option {option!r} is not a string"
-        if not _is_probability(p):
-            return f"probs[{option!r}]: {p!r} is not a probability in [0, 1]"
+        if not _is_number(p):
+            return f"probs[{option!r}] must be a number in [0, 1], got {p!r}"
     for name, value in (("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off)):
-        if not _is_probability(value):
-            return f"{name}: {value!r} is not a probability in [0, 1]"
-    total = math.fsum(probs.values()) + unclear + unrelated
-    if abs(total - 1.0) > SUM_TOLERANCE:
-        return (
-            f"probs + unclear + unrelated sums to {total:.9g}, not 1 "
-            f"(within {SUM_TOLERANCE:g}): renormalise them together"
-        )
-    return None
+        if not _is_number(value):
+            return f"{name} must be a number in [0, 1], got {value!r}"
+    return reading_mass_problem(probs, unclear, unrelated, one_off)
 
 
 # --------------------------------------------------------------------------- reader

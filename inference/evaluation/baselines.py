@@ -39,6 +39,7 @@ from doxa.data.evidence import Evidence, SourceTable
 
 from doxa.inference.read import params as P
 from doxa.inference.read import scorer
+from doxa.model.logistic import logit, sigmoid
 
 #: A reading with ``unclear + unrelated`` at or above this is "not about the question".
 RELEVANCE_CUTOFF = 0.5
@@ -345,14 +346,6 @@ class RecallConfidence(System):
 
 
 # ============================================================================ Engram
-def _logit(p: np.ndarray) -> np.ndarray:
-    return np.log(p) - np.log1p(-p)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 class EngramConfidence(System):
     """Engram's confidence rules (seed: Engram docs, "Log-odds confidence"), one memory per question.
 
@@ -404,7 +397,7 @@ class EngramConfidence(System):
             against = had & ~same
             weakened = np.maximum(self.FLOOR, c - self.CONTRADICTION_PENALTY)
             supersede = against & st.lasting[idx] & (s > weakened)
-            c = np.where(same, _sigmoid(_logit(np.clip(c, 1e-12, 1 - 1e-12)) + self.CONFIRM_BOOST), c)
+            c = np.where(same, sigmoid(logit(np.clip(c, 1e-12, 1 - 1e-12)) + self.CONFIRM_BOOST), c)
             c = np.where(against, weakened, c)
             c = np.where(~had | supersede, s, c)
             current[qs] = np.where(~had | supersede, option, cur)

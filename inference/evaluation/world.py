@@ -55,6 +55,8 @@ from typing import Any, Iterator, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from doxa.model.logistic import logit, sigmoid
+
 WORLDS_DIR = Path(__file__).with_name("worlds")
 SECONDS_PER_DAY = 86_400
 SETTLEMENT_HOWS = ("correction", "approval", "outcome")
@@ -748,14 +750,6 @@ def _report(calibrated: np.ndarray, tau: np.ndarray, u: np.ndarray, fraction: np
 # =============================================================================
 
 
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p))
-
-
-def _sigmoid(x: np.ndarray | float) -> np.ndarray | float:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 def _categorical(rng: np.random.Generator, probs: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """One draw per row index from ``probs[rows]`` (rows of a (R, K) matrix, zero-padded)."""
     cum = np.cumsum(probs, axis=1)
@@ -855,7 +849,7 @@ class _Generator:
                 node_set.add(tuple(layers[:d]))
         nodes = sorted(node_set, key=lambda t: (len(t), "/".join(t)))
         sigmas = cfg.sources.sigma_by_depth
-        root = _logit(cfg.sources.root_trust)
+        root = logit(cfg.sources.root_trust)
         self.node_logit: dict[str, float] = {}
         self.node_depth: dict[str, int] = {}
         for node in nodes:
@@ -863,7 +857,7 @@ class _Generator:
             parent = self.node_logit["/".join(node[:-1])] if len(node) > 1 else root
             eps = rng.standard_normal()  # drawn for pinned nodes too, so pinning one leaves the rest unchanged
             pinned = cfg.sources.trust.get(path)
-            self.node_logit[path] = _logit(pinned) if pinned is not None else parent + _sigma(sigmas, len(node)) * eps
+            self.node_logit[path] = float(logit(pinned)) if pinned is not None else parent + _sigma(sigmas, len(node)) * eps
             self.node_depth[path] = len(node)
         # leaves
         ids: list[str] = []
@@ -913,7 +907,7 @@ class _Generator:
                     weights[k, g] = group.share
         self.kind_group_weights = weights
         stated = rng.random(len(ids)) < cfg.sources.stated_trust_share
-        noisy = _sigmoid(self.source_logit + cfg.sources.stated_trust_noise * rng.standard_normal(len(ids)))
+        noisy = sigmoid(self.source_logit + cfg.sources.stated_trust_noise * rng.standard_normal(len(ids)))
         self.stated_trust = {
             ids[i]: round(float(noisy[i]), 3)
             for i in np.flatnonzero(stated & ~self.group_assistant[self.source_group]).tolist()
@@ -1001,7 +995,7 @@ class _Generator:
     def readings(self) -> None:
         cfg, rng = self.cfg, self.r_read
         n = self.m_q.size
-        alpha = _sigmoid(self.source_logit[self.m_leaf])
+        alpha = sigmoid(self.source_logit[self.m_leaf])
         main = self.read(rng, self.m_q, self.m_t, alpha, self.m_u, self.m_o, self.m_reader)
         # cross readings: the same message read against another question of its subject
         person = self.q_person[self.m_q]
@@ -1271,8 +1265,8 @@ class _Generator:
         bounds = np.concatenate([self.ev_start, [self.ev_q.size]])
         change_times = {qid: self.ev_t[bounds[q]:bounds[q + 1]] / SECONDS_PER_DAY for q, qid in enumerate(self.q_ids)}
         change_values = {qid: self.ev_val[bounds[q]:bounds[q + 1]].copy() for q, qid in enumerate(self.q_ids)}
-        node_trust = {node: float(_sigmoid(x)) for node, x in self.node_logit.items()}
-        node_trust.update({p: float(_sigmoid(x)) for p, x in zip(self.source_paths, self.source_logit.tolist())})
+        node_trust = {node: float(sigmoid(x)) for node, x in self.node_logit.items()}
+        node_trust.update({p: float(sigmoid(x)) for p, x in zip(self.source_paths, self.source_logit.tolist())})
         node_logit = dict(self.node_logit)
         node_logit.update(dict(zip(self.source_paths, self.source_logit.tolist())))
         node_depth = dict(self.node_depth)

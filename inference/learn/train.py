@@ -27,6 +27,7 @@ from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.document import derived_from_document
 from doxa.inference.learn.fit import BeliefFit
+from doxa.model import logistic
 from doxa.model.filter import filter_evidence
 from doxa.model.structure import ModelStructure
 
@@ -148,8 +149,7 @@ def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: in
     moved: list[dict[str, Any]] = []
 
     def logit(p: float) -> float:
-        p = min(max(p, 1e-6), 1 - 1e-6)
-        return math.log(p / (1 - p))
+        return float(logistic.logit(min(max(p, 1e-6), 1 - 1e-6)))
 
     before_trust = previous.get("trust", {})
     for node, entry in current.get("trust", {}).items():
