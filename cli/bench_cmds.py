@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import emit_json, fail
-from doxa.cli.options import flag, json_option
+from doxa.cli.options import db_option, flag, json_option
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +28,8 @@ def bench(
     train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="SVI steps per doxa-learned retraining."),
     retrain_every: Optional[int] = typer.Option(None, "--retrain-every", min=1,
                                                 help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Keep the replayed store in this file (default: in memory; "
-                                     "an existing file is refused).", show_default=False),
+    db: Optional[str] = db_option("Keep the replayed store in this file (default: in memory; "
+                                  "an existing file is refused)."),
     as_json: bool = json_option("Machine-readable summary on standard output (an error is one JSON object on "
                                 "standard error)."),
 ):

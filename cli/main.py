@@ -18,7 +18,7 @@ from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_
 from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, set_json_mode, \
     show_belief, warn_if_after_evidence
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag
 
 class _Doxa(TyperGroup):
     """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
@@ -81,8 +81,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print doxa's version and exit.", metavar="",
-                                 callback=_print_version, is_eager=True),
+    version: bool = flag(False, "--version", "Print doxa's version and exit.", callback=_print_version, is_eager=True),
 ):
     """A belief memory for agents: every answer with the probability it deserves."""
 
@@ -144,8 +143,7 @@ def _belief_table(beliefs, title: str):
 def belief(
     question: str = typer.Argument(..., help="Question id, e.g. maya.diet."),
     at: Optional[str] = AtOption,
-    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
-                                 help="Below this probability the top answer is flagged too uncertain to act on."),
+    act_at: float = act_at_option(),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
@@ -157,11 +155,11 @@ def belief(
 def beliefs(
     subject: Optional[str] = typer.Option(None, "--subject", help="Only this subject's questions."),
     at: Optional[str] = AtOption,
-    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
+    act_at: float = act_at_option("Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
-    uncertain: bool = typer.Option(False, "--uncertain",
-                                   help="Only beliefs to ask about before acting (below --act-at, or an instruction "
-                                        "resting on another answer), most useful first."),
+    uncertain: bool = flag(False, "--uncertain",
+                           "Only beliefs to ask about before acting (below --act-at, or an instruction "
+                           "resting on another answer), most useful first."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
@@ -236,9 +234,8 @@ def render_explanation(ex) -> None:
 
 @app.command()
 def demo(
-    db: Optional[str] = typer.Option(None, "--db", show_default=False,
-                                     help="Where to write the demo store (default: ./doxa-demo.duckdb; "
-                                          "only a store the demo made is replaced)."),
+    db: Optional[str] = db_option("Where to write the demo store (default: ./doxa-demo.duckdb; "
+                                  "only a store the demo made is replaced)."),
     as_json: bool = JsonOption,
 ):
     """The Maya example end to end, in its own store (never one of yours)."""

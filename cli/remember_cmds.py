@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import markup_safe as _e
-from doxa.cli.options import DbOption, JsonOption, flag
+from doxa.cli.options import DbOption, JsonOption, at_option, by_option, flag
 
 
 
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         source: Optional[str] = typer.Option(
             None, "--source",
             help="Who it came from: a stored source id, or a new source's path (layers, then id: person/self/chat/maya-chat)."),
-        at: Optional[str] = typer.Option(None, "--at", help="When it was sent (ISO 8601); default now."),
+        at: Optional[str] = at_option("When it was sent (ISO 8601); default now."),
         file: Optional[str] = typer.Option(
             None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
         keep: bool = flag(False, "--keep",
@@ -170,7 +170,7 @@ def register(app: typer.Typer) -> None:
     def set_(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions (- for stdin)."),
              default: bool = flag(False, "--default", help="Adopt this doxa's built-in text."),
              note: str = typer.Option("", "--note", help="Why (kept with the version)."),
-             by: str = typer.Option("user", "--by", help="Who sets it."),
+             by: str = by_option("Who sets it."),
              db: Optional[str] = DbOption, as_json: bool = JsonOption):
         """Make a new version of the instructions (the old ones stay: `rollback` returns to one)."""
         from doxa.cli.common import emit_json, fail, guarded, open_memory
@@ -228,7 +228,7 @@ def register(app: typer.Typer) -> None:
 
     @instructions.command("rollback")
     def rollback(version: int = typer.Argument(..., help="The version whose text becomes current again."),
-                 by: str = typer.Option("user", "--by", help="Who rolls back."),
+                 by: str = by_option("Who rolls back."),
                  db: Optional[str] = DbOption, as_json: bool = JsonOption):
         """Make an older version's text current again, as a new version (history is kept)."""
         from doxa.cli.common import emit_json, guarded, open_memory
