@@ -1,7 +1,7 @@
 """The evidence table as arrays: what the scorer and the nightly fit both consume.
 
 One vectorised load (a few SQL queries, ``fetchnumpy``, no per-row Python) turns the
-store into :class:`Evidence`. Rules of DESIGN §1 are applied here, once:
+store into :class:`Evidence`. Rules of docs/design.md §1 are applied here, once:
 
 - copies of one message (same fingerprint) are one evidence unit: per (fingerprint,
   question) only the earliest message's reading counts (ties: smallest message id,

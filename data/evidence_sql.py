@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 
-#: The evidence rules of DESIGN §1 in one place: which readings count. This query returns every
+#: The evidence rules of docs/design.md §1 in one place: which readings count. This query returns every
 #: reading of a non-assistant message up to the cut, with integer keys only (question, source and
 #: reader ranks, a hash of the evidence unit = (question, fingerprint), the message id's hash),
 #: unordered; :func:`_load` orders the rows by (question, sent_at, the message id's hash (top 48

@@ -1,4 +1,4 @@
-"""Pydantic models of every record type of FORMATS.md, mirroring data/schema.sql.
+"""Pydantic models of every record type of docs/formats.md, mirroring data/schema.sql.
 
 Each model validates one JSON Lines record on its own (types, ranges, times);
 checks that need other records (does the question exist, do the probabilities

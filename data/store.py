@@ -1,4 +1,4 @@
-"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of DESIGN §1.
+"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of docs/design.md §1.
 
 All SQL of doxa lives in this package. :class:`Store` is the only object that
 touches the connection; the scorer and the fit receive numpy arrays

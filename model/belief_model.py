@@ -1,4 +1,4 @@
-"""The generative story of DESIGN §2 in Pyro, and the same forward filter in torch.
+"""The generative story of docs/design.md §2 in Pyro, and the same forward filter in torch.
 
 One small hidden-Markov network per question ``q`` (``K`` options, kind ``k``):
 

@@ -39,7 +39,7 @@ def trust_confusion_logits(trust_logit: torch.Tensor, k: int) -> torch.Tensor:
 # =============================================================================== likelihood
 def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tensor, inv_tau: torch.Tensor,
                        trust: torch.Tensor, confusion: torch.Tensor | None = None) -> torch.Tensor:
-    """L(j) of DESIGN §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
+    """L(j) of docs/design.md §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
 
     ``confusion`` (…, K, K), where given, replaces the one-number bracket by ``Σ_c r̃_c C[j, c]``.
     """

@@ -19,7 +19,7 @@ import doxa
 import records as R
 from doxa.cli.main import app
 
-#: `doxa belief maya.diet --json` answers at least these (FORMATS.md).
+#: `doxa belief maya.diet --json` answers at least these (docs/formats.md).
 BELIEF_KEYS = {"question", "at", "answers", "top", "act", "params_version"}
 EXPLAIN_KEYS = {"belief", "prior", "change_rate_per_day", "half_life_days", "terms", "settlements", "rejections",
                 "calibration"}

@@ -1,4 +1,4 @@
-"""The generated world: deterministic, valid FORMATS records, and drawn from DESIGN §2 as configured.
+"""The generated world: deterministic, valid docs/formats.md records, and drawn from docs/design.md §2 as configured.
 
 Statistical checks compare counts with their sampling distribution (binomial /
 Poisson-binomial / Poisson) at |z| < 4.5, so a correct generator fails them with
@@ -180,7 +180,7 @@ def test_ingests_into_the_store(tiny):
 
 
 def test_layer_reliability_matches_the_configured_tree(quick):
-    """Per top layer, messages state the truth as often as their sources' α says (DESIGN §2)."""
+    """Per top layer, messages state the truth as often as their sources' α says (docs/design.md §2)."""
     t = quick.truth.readings
     rows = (t.role == "main") & np.isfinite(t.alpha)
     w = t.u + (1.0 - t.u) * t.o

@@ -1,4 +1,4 @@
-"""What a reader returns: a :class:`Reading` checked against FORMATS' rules, and the :class:`Reader` interface."""
+"""What a reader returns: a :class:`Reading` checked against docs/formats.md's rules, and the :class:`Reader` interface."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Reading:
         return max(self.probs, key=self.probs.__getitem__)
 
     def to_record(self, message_id: str, question_id: str) -> dict[str, Any]:
-        """The FORMATS ``reading`` record for this reading, ready for ``doxa ingest``.
+        """The docs/formats.md ``reading`` record for this reading, ready for ``doxa ingest``.
 
         ``reader_version`` is written when set (it fills the store's ``reader_version``
         column).

@@ -5,7 +5,7 @@ the evidence up to ``at``; most learn nothing) and ``predict(evidence, at) -> pr
 (``(Q, K_max)``, rows summing to 1 over each question's options, in
 ``evidence.questions`` order). ``evidence`` is always cut at ``at`` by the caller.
 
-The systems (DESIGN §6):
+The systems (docs/design.md §6):
 
 =============  =========================================================================
 doxa-learned   doxa's scorer with parameters from the nightly fit (retrained by the bench)

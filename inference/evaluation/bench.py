@@ -1,4 +1,4 @@
-"""`doxa bench`: every system of inference/evaluation/baselines.py on one generated world (DESIGN §6).
+"""`doxa bench`: every system of inference/evaluation/baselines.py on one generated world (docs/design.md §6).
 
 The harness
 

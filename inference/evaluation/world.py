@@ -1,7 +1,7 @@
 """The seeded generated world: the Maya example at scale, with the truth known.
 
-A world is a stream of FORMATS.md records (people, sources, questions, messages,
-readings, settlements) drawn from *exactly* the generative story of DESIGN §2, plus
+A world is a stream of docs/formats.md records (people, sources, questions, messages,
+readings, settlements) drawn from *exactly* the generative story of docs/design.md §2, plus
 the things the story does not model and doxa must withstand (copies of messages,
 the assistant's own notes, planted false claims). Because every latent is kept in
 :class:`WorldTruth`, a benchmark can score systems against the true current answer
@@ -29,7 +29,7 @@ The generative story, per question ``q`` of kind ``k`` with options ``1..K``:
   ``probs = (1-u) · normalise(r̃^τ)`` (``τ > 1``: overconfident), ``unclear + unrelated
   = u`` and ``one_off = o``. The model's inverse map is ``r̃ ∝ probs^(1/τ)``.
 
-Together these give the per-message likelihood of DESIGN §2,
+Together these give the per-message likelihood of docs/design.md §2,
 ``L(j) ∝ (u + (1-u)o)/K + (1-u)(1-o)(α r̃_j + (1-α)(1-r̃_j)/(K-1))``.
 
 Outside the story: copies (same text, later, another source: one evidence unit in the

@@ -1,4 +1,4 @@
-"""Output calibration (DESIGN §4.3): is a stated 0.8 right 80% of the time, and a map that makes it so.
+"""Output calibration (docs/design.md §4.3): is a stated 0.8 right 80% of the time, and a map that makes it so.
 
 Inputs are *time-ordered out-of-sample* predictions: for each settlement, the belief the
 scorer would have given just before it was settled, from the evidence up to then

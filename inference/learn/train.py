@@ -1,4 +1,4 @@
-"""The nightly job (DESIGN §4): load → fit → calibrate → publish, atomically.
+"""The nightly job (docs/design.md §4): load → fit → calibrate → publish, atomically.
 
 1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
 2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`).

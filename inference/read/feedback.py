@@ -1,10 +1,10 @@
 """Feedback that becomes settled fact, and the beliefs worth asking about.
 
-An agent learns what is true from three kinds of settlement (DESIGN §4): the user
+An agent learns what is true from three kinds of settlement (docs/design.md §4): the user
 *corrected* it, the user *approved* what it proposed, or the world showed it (an
 *outcome*: the parcel arrived, the email bounced). The user may also *reject* an answer
 (it reads 0 from then on) or give an *instruction* (a directive: never a belief, never
-evidence). Each verb here builds the record of FORMATS.md and writes it through the one
+evidence). Each verb here builds the record of docs/formats.md and writes it through the one
 ingest path (:meth:`doxa.data.store.Store.ingest_records`): the same validation, the same
 messages, all or nothing.
 
@@ -68,7 +68,7 @@ class Feedback:
 
     verb: str
     recorded: bool  # false: the same fact was already stored, nothing was written
-    record: dict[str, Any]  # the FORMATS.md record as stored
+    record: dict[str, Any]  # the docs/formats.md record as stored
     before: dict[str, Any] | None = None  # the belief at ``at`` without this feedback
     after: dict[str, Any] | None = None  # ... and with it
     message: str = ""

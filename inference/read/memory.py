@@ -71,7 +71,7 @@ class Belief:
 
 @dataclass
 class EvidenceTerm:
-    """One evidence unit's contribution to a belief (DESIGN §3, 'explained term by term')."""
+    """One evidence unit's contribution to a belief (docs/design.md §3, "Explanations")."""
 
     message: str
     sent_at: str
@@ -362,7 +362,7 @@ class Memory:
         )
 
     # ---------------------------------------------------------------- feedback (settled facts)
-    # Each verb writes one FORMATS.md record through :meth:`ingest` and is idempotent; see
+    # Each verb writes one docs/formats.md record through :meth:`ingest` and is idempotent; see
     # doxa.inference.read.feedback for what is recorded and how a repeat is recognised.
     def correct(self, question: str, answer: str, *, at: datetime | str | None = None,
                 by: str = "user") -> feedback.Feedback:

@@ -1,4 +1,4 @@
-"""The closed-form scorer: the exact posterior of DESIGN §2 under fitted parameters (numpy only).
+"""The closed-form scorer: the exact posterior of docs/design.md §2 under fitted parameters (numpy only).
 
 For question ``q`` (``K`` options, kind ``k``) the belief at time ``T`` is a forward
 filter over its events in time order::
@@ -264,7 +264,7 @@ def apply_rejections(evidence: Evidence, belief: np.ndarray) -> np.ndarray:
 
 
 def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.ndarray:
-    """The output calibration map fitted nightly (DESIGN §4.3)."""
+    """The output calibration map fitted nightly (docs/design.md §4.3)."""
     method = (calibration or {}).get("method", "none")
     if method == "none" or belief.size == 0:
         return belief
