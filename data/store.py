@@ -22,6 +22,7 @@ import numpy as np
 from . import evidence_sql
 from .errors import IngestError, Problem, StoreError, store_open_message
 from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
+from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
 from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
@@ -345,11 +346,18 @@ class Store:
         return json.loads(row[0])
 
     def publish_params(self, body: dict[str, Any]) -> int:
-        """Write a new complete parameter version atomically; returns its number."""
+        """Write a new complete parameter version atomically; returns its number.
+
+        The document is checked first (:class:`ParamsDocument`): a malformed one is refused
+        with a :class:`ParamsDocumentError` naming the field, and nothing is written."""
+        try:
+            checked = ParamsDocument.from_dict(body)
+        except ParamsDocumentError as err:
+            raise err.within("parameter document refused, nothing published") from None
         self.con.execute("BEGIN")
         try:
             version = self.con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0]
-            document = dict(body, version=int(version))
+            document = dict(body, format=checked.format, version=int(version))
             self.con.execute(
                 "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
                 [version, json.dumps(document)],

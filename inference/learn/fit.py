@@ -276,8 +276,6 @@ class BeliefFit:
 
     # ------------------------------------------------------------------ posterior
     def _draws(self, structure, chains, confusion, guide) -> dict[str, np.ndarray]:
-        model = self._model(structure, chains, confusion)
-        del model
         out: dict[str, list] = {}
         with torch.no_grad(), _fast_pyro():
             for _ in range(self.n_draws):

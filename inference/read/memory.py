@@ -237,7 +237,10 @@ class Memory:
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
         version, body = self.store.latest_params()
-        return P.with_defaults(body) if body is not None else P.default_params()
+        if body is None:
+            return P.default_params()
+        return P.with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
+                                     "a new one)")
 
     # ---------------------------------------------------------------- beliefs
     def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False,
