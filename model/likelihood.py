@@ -46,11 +46,11 @@ def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tens
     k = logr.shape[-1]
     scaled = logr * inv_tau[..., None]
     # by hand: torch's softmax kernel is several times slower over a last axis of 2–5
-    r_t = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
-    r_t = r_t / r_t.sum(dim=-1, keepdim=True)
+    tempered = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
+    tempered = tempered / tempered.sum(dim=-1, keepdim=True)
     if confusion is None:
         a = trust[..., None]
-        bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
+        bracket = a * tempered + (1 - a) * (1 - tempered) / max(k - 1, 1)
     else:
-        bracket = (confusion @ r_t[..., None]).squeeze(-1)
+        bracket = (confusion @ tempered[..., None]).squeeze(-1)
     return mix[..., None] / k + weight[..., None] * bracket

@@ -37,7 +37,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence, SourceTable
 
-from doxa.inference.read import params as P
+from doxa.inference.read.params import DEFAULT_CHANGE_RATE, DEFAULT_TRUST, default_params
 from doxa.inference.read import scorer
 from doxa.model.logistic import logit, sigmoid
 
@@ -154,9 +154,9 @@ def without_stated_trust(evidence: Evidence) -> Evidence:
     return replace(evidence, sources=SourceTable(ids=src.ids, paths=src.paths, trust=np.full(len(src.ids), np.nan)))
 
 
-def equal_trust_params(trust: float = P.DEFAULT_TRUST, change_rate: float = P.DEFAULT_CHANGE_RATE) -> dict[str, Any]:
+def equal_trust_params(trust: float = DEFAULT_TRUST, change_rate: float = DEFAULT_CHANGE_RATE) -> dict[str, Any]:
     """One trust for every source, one change rate for every kind, uniform priors, reader at face value."""
-    doc = P.default_params()
+    doc = default_params()
     doc["defaults"] = {"trust": float(trust), "trust_by_top_layer": {}, "change_rate": float(change_rate)}
     return doc
 
@@ -208,7 +208,7 @@ class LearnedDoxa(System):
 
     def __init__(self, trainer: Callable[[Evidence, float], dict[str, Any]] | None = None):
         self.trainer = trainer
-        self.params_: dict[str, Any] = P.default_params()
+        self.params_: dict[str, Any] = default_params()
         self.fits_: list[dict[str, Any]] = []
 
     def fit(self, evidence: Evidence, at: float) -> "LearnedDoxa":
@@ -585,7 +585,7 @@ def lineup(oracle_params: dict[str, Any] | None, trainer: Callable[[Evidence, fl
     """The benchmark's systems in report order (``oracle`` needs the world's true parameters)."""
     make: dict[str, Callable[[], System]] = {
         "doxa-learned": lambda: LearnedDoxa(trainer),
-        "oracle": lambda: oracle(oracle_params or P.default_params()),
+        "oracle": lambda: oracle(oracle_params or default_params()),
         "doxa-equal": doxa_equal,
         "wording": wording,
         "latest-wins": LatestWins,

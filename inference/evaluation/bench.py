@@ -51,8 +51,8 @@ import numpy as np
 from doxa.data.evidence import Evidence, QuestionTable, SourceTable
 from doxa.data.store import Store, from_days
 
-from . import baselines as B
-from doxa.inference.read import params as P
+from . import baselines
+from doxa.inference.read.params import trust_for_source, with_defaults
 from doxa.inference.learn.metrics import (LOG_LOSS_FLOOR, accuracy, aurc, expected_calibration_error,  # noqa: F401
                                           prediction_metrics, reliability_bins, risk_coverage_curve,
                                           selective_accuracy)
@@ -231,7 +231,7 @@ class BenchSettings:
     planted_questions: int = 150
     ece_bins: int = 15
     coverages: tuple[float, ...] = (0.9, 0.8, 0.7)
-    systems: tuple[str, ...] = B.SYSTEM_NAMES
+    systems: tuple[str, ...] = baselines.SYSTEM_NAMES
     seed: int = 0
 
     @classmethod
@@ -369,14 +369,14 @@ def trust_error(params: dict[str, Any], world) -> dict[str, float]:
     ``nodes``: mean over internal nodes (layers); ``leaves``: mean over sources weighted
     by their messages. Assistant and planted nodes are left out (never evidence / new).
     """
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     t = world.truth
     parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
     internal, leaves, weights = [], [], []
     for node, alpha in t.node_trust.items():
         if node.startswith("assistant") or node.rsplit("/", 1)[-1] in t.planted_sources:
             continue
-        used, _ = P.trust_for_source(params, node, None)
+        used, _ = trust_for_source(params, node, None)
         if node in parents:
             internal.append(abs(used - alpha))
         else:
@@ -400,14 +400,14 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
 
 def trust_table(params: dict[str, Any], world, limit: int = 25) -> list[dict[str, Any]]:
     """The source tree's layers (internal nodes), busiest first: true α, the α ``params`` gives, messages."""
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     t = world.truth
     parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
     rows = []
     for node in parents:
         if node.startswith("assistant") or node not in t.node_trust:
             continue
-        used, where = P.trust_for_source(params, node, None)
+        used, where = trust_for_source(params, node, None)
         rows.append({"node": node, "depth": t.node_depth[node], "messages": int(t.node_messages.get(node, 0)),
                      "true": t.node_trust[node], "used": used, "from": where})
     rows.sort(key=lambda r: -r["messages"])
@@ -460,8 +460,8 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
             trainer = nightly_trainer(store, settings)
         else:
             notes["doxa-learned"] = why
-    systems = [s for s in B.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
-    learned = next((s for s in systems if isinstance(s, B.LearnedDoxa)), None)
+    systems = [s for s in baselines.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
+    learned = next((s for s in systems if isinstance(s, baselines.LearnedDoxa)), None)
 
     per_system: dict[str, dict[str, list]] = {s.name: {"probs": [], "truth": [], "unsettled": [], "seconds": 0.0,
                                                        "reads": 0} for s in systems}
@@ -562,7 +562,7 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
     )
 
 
-def planted_resistance(world, evidence: Evidence, systems: list[B.System], final_probs: dict[str, np.ndarray],
+def planted_resistance(world, evidence: Evidence, systems: list[baselines.System], final_probs: dict[str, np.ndarray],
                        evaluated: np.ndarray, truth: np.ndarray, day: float, settings: BenchSettings,
                        tick: Progress) -> dict[str, dict[str, Any]]:
     """For each system: planted claims needed to flip its confident, correct beliefs (see module doc)."""
@@ -629,7 +629,7 @@ def write_report(result: BenchResult, out_dir: str | Path) -> list[str]:
     written: list[Path] = []
     ok = [r for r in result.systems if r.get("status") == "ok"]
     names = [r["system"] for r in ok]
-    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(B.SYSTEM_NAMES)}
+    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(baselines.SYSTEM_NAMES)}
 
     # reliability diagram, one panel per system
     cols = 3

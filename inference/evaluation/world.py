@@ -768,7 +768,10 @@ def _sigma(sigmas: list[float], depth: int) -> float:
 
 
 class _Generator:
-    """One pass over the generative story; every stage draws from its own child Generator."""
+    """One pass over the generative story; every stage draws from its own child Generator.
+
+    Prefixes say what an attribute belongs to: ``r_*`` are the stages' random streams,
+    ``m_*`` the messages' arrays, ``q_*`` the questions', ``reading_*`` the reading rows'."""
 
     def __init__(self, config: WorldConfig):
         self.cfg = config
@@ -1006,14 +1009,14 @@ class _Generator:
         other_q = self.q_start[person[rows]] + (local + 1 + rng.integers(0, np.maximum(span - 1, 1))) % span
         u_x = rng.beta(*cfg.reading.cross_unclear, size=rows.size)
         extra = self.read(rng, other_q, self.m_t[rows], alpha[rows], u_x, self.m_o[rows], self.m_reader[rows])
-        self.r_msg = np.concatenate([np.arange(n), rows])
-        self.r_q = np.concatenate([self.m_q, other_q])
-        self.r_role = np.concatenate([np.full(n, "main", dtype=object), np.full(rows.size, "cross", dtype=object)])
-        self.r_u = np.concatenate([self.m_u, u_x])
-        self.r_o = np.concatenate([self.m_o, self.m_o[rows]])
-        self.r_alpha = np.concatenate([alpha, alpha[rows]])
+        self.reading_msg = np.concatenate([np.arange(n), rows])
+        self.reading_q = np.concatenate([self.m_q, other_q])
+        self.reading_role = np.concatenate([np.full(n, "main", dtype=object), np.full(rows.size, "cross", dtype=object)])
+        self.reading_u = np.concatenate([self.m_u, u_x])
+        self.reading_o = np.concatenate([self.m_o, self.m_o[rows]])
+        self.reading_alpha = np.concatenate([alpha, alpha[rows]])
         for key in ("truth", "stated", "noise", "probs", "unclear", "unrelated"):
-            setattr(self, f"r_{key}", np.concatenate([main[key], extra[key]]))
+            setattr(self, f"reading_{key}", np.concatenate([main[key], extra[key]]))
 
     # ------------------------------------------------------------------ copies
     def copies(self) -> None:
@@ -1065,7 +1068,7 @@ class _Generator:
         closer = rng.integers(0, len(_CLOSERS), size=n).tolist()
         use_full = (rng.random(n) < 0.3).tolist()
         main_rows = order  # main reading row of message m is row m
-        stated = self.r_stated[main_rows].tolist()
+        stated = self.reading_stated[main_rows].tolist()
         qs = self.m_q[order].tolist()
         u = self.m_u[order].tolist()
         o = self.m_o[order].tolist()
@@ -1127,14 +1130,14 @@ class _Generator:
         texts = self.texts(np.arange(n_orig))
 
         # reading rows: each original's rows, plus a copy of them for every copy
-        rows_of = np.argsort(self.r_msg, kind="stable")
-        row_bounds = np.searchsorted(self.r_msg[rows_of], np.arange(n_orig + 1))
+        rows_of = np.argsort(self.reading_msg, kind="stable")
+        row_bounds = np.searchsorted(self.reading_msg[rows_of], np.arange(n_orig + 1))
         copy_rows = [rows_of[row_bounds[o]:row_bounds[o + 1]] for o in self.c_orig.tolist()]
         copy_row_src = np.concatenate(copy_rows) if copy_rows else np.zeros(0, dtype=np.int64)
         copy_row_msg = np.repeat(n_orig + np.arange(n_copy), [len(r) for r in copy_rows]).astype(np.int64)
-        row_src = np.concatenate([np.arange(self.r_msg.size), copy_row_src])  # which generated row's content
-        row_msg = np.concatenate([self.r_msg, copy_row_msg])  # stream message (0..n_orig+n_copy)
-        role = np.concatenate([self.r_role, np.full(copy_row_src.size, "copy", dtype=object)])
+        row_src = np.concatenate([np.arange(self.reading_msg.size), copy_row_src])  # which generated row's content
+        row_msg = np.concatenate([self.reading_msg, copy_row_msg])  # stream message (0..n_orig+n_copy)
+        role = np.concatenate([self.reading_role, np.full(copy_row_src.size, "copy", dtype=object)])
         row_order = np.lexsort((role != "main", position[row_msg]))
         row_src, row_msg, role = row_src[row_order], row_msg[row_order], role[row_order]
 
@@ -1155,13 +1158,13 @@ class _Generator:
         sorted_orig = all_orig[order].tolist()
         sorted_fwd = fwd[order].tolist()
         row_bounds_stream = np.searchsorted(position[row_msg], np.arange(order.size + 1))
-        probs_rows = self.r_probs[row_src]
+        probs_rows = self.reading_probs[row_src]
         probs_list = probs_rows.tolist()
-        unclear = self.r_unclear[row_src].tolist()
-        unrelated = self.r_unrelated[row_src].tolist()
-        one_off = self.r_o[row_src].tolist()
-        row_q = self.r_q[row_src].tolist()
-        row_reader = self.m_reader[self.r_msg[row_src]].tolist()
+        unclear = self.reading_unclear[row_src].tolist()
+        unrelated = self.reading_unrelated[row_src].tolist()
+        one_off = self.reading_o[row_src].tolist()
+        row_q = self.reading_q[row_src].tolist()
+        row_reader = self.m_reader[self.reading_msg[row_src]].tolist()
         reader_names = [r.name for r in cfg.readers]
         reader_versions = [r.version for r in cfg.readers]
         q_options = [cfg.kinds[k].options for k in self.q_kind.tolist()]
@@ -1279,12 +1282,12 @@ class _Generator:
                 key = "/".join(parts[:d])
                 node_messages[key] = node_messages.get(key, 0) + count
         reader_names = np.array([r.name for r in cfg.readers], dtype=object)
-        msg_of_row = self.r_msg[row_src]
+        msg_of_row = self.reading_msg[row_src]
         leaf = all_src[row_msg]
-        n_q_opts = self.q_k[self.r_q[row_src]]
+        n_q_opts = self.q_k[self.reading_q[row_src]]
         readings = ReadingTruth(
             message=np.array(world_ids, dtype=object)[position[row_msg]],
-            question=np.array(self.q_ids, dtype=object)[self.r_q[row_src]],
+            question=np.array(self.q_ids, dtype=object)[self.reading_q[row_src]],
             source=np.array(self.source_ids, dtype=object)[leaf],
             path=np.array(self.source_paths, dtype=object)[leaf],
             day=all_t[row_msg] / SECONDS_PER_DAY,
@@ -1292,12 +1295,12 @@ class _Generator:
             assistant=self.group_assistant[self.source_group[leaf]],
             n_options=n_q_opts,
             reader=reader_names[self.m_reader[msg_of_row]],
-            answer=self.answer(self.r_q[row_src], all_t[row_msg]),  # a copy: the truth when it was forwarded
-            stated=self.r_stated[row_src],
-            noise=self.r_noise[row_src],
-            u=self.r_u[row_src],
-            o=self.r_o[row_src],
-            alpha=self.r_alpha[row_src],
+            answer=self.answer(self.reading_q[row_src], all_t[row_msg]),  # a copy: the truth when it was forwarded
+            stated=self.reading_stated[row_src],
+            noise=self.reading_noise[row_src],
+            u=self.reading_u[row_src],
+            o=self.reading_o[row_src],
+            alpha=self.reading_alpha[row_src],
         )
         return WorldTruth(
             start=self.start,

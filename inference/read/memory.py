@@ -24,7 +24,7 @@ import numpy as np
 from doxa.data.store import SMALL_LOG, Store, StoreError, from_days, to_days
 
 from . import feedback
-from . import params as P
+from .params import default_params, trust_for_source, with_defaults
 from . import scorer
 
 DEFAULT_ACT_AT = 0.8
@@ -238,8 +238,8 @@ class Memory:
     def params(self) -> dict[str, Any]:
         version, body = self.store.latest_params()
         if body is None:
-            return P.default_params()
-        return P.with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
+            return default_params()
+        return with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
                                      "a new one)")
 
     # ---------------------------------------------------------------- beliefs
@@ -348,7 +348,7 @@ class Memory:
             else:
                 llr = weight = None
                 stated = item["stated_trust"]
-                alpha, node = P.trust_for_source(params, item["path"], stated)
+                alpha, node = trust_for_source(params, item["path"], stated)
             terms.append(EvidenceTerm(
                 message=item["message"], sent_at=item["sent_at"].isoformat(), text=item["text"],
                 source=item["source"], source_path=item["path"], trust=alpha, trust_from=node,
