@@ -35,6 +35,11 @@ Metrics (each a small function of inference/learn/metrics.py, tested in tests/te
 
 Nothing here imports torch, pandas or matplotlib at module level; the trainer and the
 plots load them when they run.
+
+Why one file of ~800 lines: the harness is one pipeline (evidence helpers, settings, the
+trainer, the run, the planted-claim attack, the report) whose parts share the run's
+arrays and its :class:`BenchResult`; the metrics it reports live apart in
+inference/learn/metrics.py, the systems in baselines.py.
 """
 
 from __future__ import annotations

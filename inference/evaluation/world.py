@@ -39,6 +39,13 @@ untrustworthy layer), and settlements (the then-current truth, observed).
 
 All randomness comes from one ``numpy`` Generator tree seeded by ``config.seed``:
 the same config gives the same records, byte for byte.
+
+Why one file of ~1,400 lines: the config (validated presets), the records, the truth kept
+for scoring and the generator are one story told in order — each section's types are the
+next one's inputs, and the generator's stages share one object's arrays and its tree of
+seeded streams, so a split would pass a dozen arrays across modules and make the
+byte-for-byte reproducibility depend on call order across files. The sections, in order:
+config, text, truth, the World, generation.
 """
 
 from __future__ import annotations
