@@ -117,11 +117,18 @@ def open_memory(db: Optional[str], *, must_exist: bool = True):
         fail(str(err))
 
 
-def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:
-    """`doxa belief`: shared by the typer command and the start-up fast path."""
+def memory_at(db: Optional[str], at: Optional[str]):
+    """The store opened for a read as of ``--at`` (None: now): ``(memory, moment)``, with the warning
+    of :func:`warn_if_after_evidence` where the moment lies far past the evidence."""
     moment = parse_at(at)
     mem = open_memory(db)
     warn_if_after_evidence(mem, moment)
+    return mem, moment
+
+
+def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:
+    """`doxa belief`: shared by the typer command and the start-up fast path."""
+    mem, moment = memory_at(db, at)
     # The read writes one row to `reads`; checkpointing it at exit costs ~0.2 s on a 1M-reading
     # store. It stays in the write-ahead log (durable) until DuckDB's next checkpoint.
     mem.store.con.execute("PRAGMA disable_checkpoint_on_shutdown")

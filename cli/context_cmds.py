@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, warn_if_after_evidence
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, by_option, flag
 ByOption = by_option("Who does this (recorded with the operation).")
@@ -87,9 +87,7 @@ def register(app: typer.Typer) -> None:
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
         from doxa.inference.agent.context import context as build
 
-        moment = parse_at(at)
-        mem = open_memory(db)
-        warn_if_after_evidence(mem, moment)
+        mem, moment = memory_at(db, at)
         if as_json:
             from doxa.inference.agent import tools
 
@@ -144,9 +142,7 @@ def register(app: typer.Typer) -> None:
         """A question nobody prepared: create it, read the kept evidence, answer now."""
         from doxa.inference.agent.ask import ask as run
 
-        moment = parse_at(at)
-        mem = open_memory(db)
-        warn_if_after_evidence(mem, moment)
+        mem, moment = memory_at(db, at)
         answers = [o for o in options.split(",")]
 
         def read(progress=None):

@@ -15,8 +15,8 @@ import typer
 from typer.core import TyperGroup, _click  # typer's own copy of click: its exceptions are these
 
 from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_cmds, train_cmds
-from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, set_json_mode, \
-    show_belief, warn_if_after_evidence
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, set_json_mode, \
+    show_belief
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag
 
@@ -166,9 +166,7 @@ def beliefs(
     """Every belief (or one subject's); --json prints a list of `belief --json` objects."""
     from doxa.inference.agent import tools
 
-    moment = parse_at(at)
-    mem = open_memory(db)
-    warn_if_after_evidence(mem, moment)
+    mem, moment = memory_at(db, at)
     if uncertain:
         feedback_cmds.show_uncertain(guarded(lambda: tools.uncertain(mem, subject, moment, act_at, limit)), as_json)
         return
@@ -189,9 +187,7 @@ def explain(
     as_json: bool = JsonOption,
 ):
     """The belief term by term: each message, its source and trust, its weight left after decay."""
-    moment = parse_at(at)
-    mem = open_memory(db)
-    warn_if_after_evidence(mem, moment)
+    mem, moment = memory_at(db, at)
     if as_json:
         from doxa.inference.agent import tools
 

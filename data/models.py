@@ -184,9 +184,9 @@ def reading_mass_problem(probs: Mapping[str, float], unclear: float, unrelated: 
     in_probs = math.fsum(probs.values())
     total = in_probs + unclear + unrelated
     if abs(total - 1.0) > SUM_TOLERANCE:
-        return (f"probs + unclear + unrelated sums to {total:.9g} but must sum to 1 (within {SUM_TOLERANCE:g}; "
-                f"got {in_probs:.9g} in probs, {unclear:g} unclear, {unrelated:g} unrelated): "
-                "renormalise them together")
+        tolerance = f"{SUM_TOLERANCE:.0e}".replace("e-0", "e-")
+        return (f"probs + unclear + unrelated sums to {total:.9g} but must sum to 1 (within {tolerance}; "
+                f"got {in_probs:.9g} in probs): renormalise them together")
     return None
 
 

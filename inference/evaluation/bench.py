@@ -58,9 +58,8 @@ from doxa.data.store import Store, from_days
 
 from . import baselines
 from doxa.inference.read.params import trust_for_source, with_defaults
-from doxa.inference.learn.metrics import (LOG_LOSS_FLOOR, accuracy, aurc, expected_calibration_error,  # noqa: F401
-                                          prediction_metrics, reliability_bins, risk_coverage_curve,
-                                          selective_accuracy)
+from doxa.inference.learn.metrics import accuracy, prediction_metrics, reliability_bins, risk_coverage_curve
+
 METRIC_KEYS = ("accuracy", "log_loss", "ece", "acc_at_80_coverage", "aurc", "planted_to_flip", "us_per_read")
 
 
