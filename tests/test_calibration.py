@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from doxa.inference.learn import calibrate as C
-from doxa.inference.learn import metrics as M
+from doxa.inference.learn import calibrate
+from doxa.inference.learn import metrics
 from doxa.inference.read import scorer
 from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
@@ -37,15 +37,15 @@ def sharpen(probs: np.ndarray, temperature: float) -> np.ndarray:
 # ---------------------------------------------------------------------------- metrics
 def test_ece_is_small_for_honest_beliefs_and_large_for_overconfident_ones():
     probs, answer = honest_predictions(6000)
-    assert M.expected_calibration_error(*M.top_answer(probs, answer)) < 0.03
-    assert M.expected_calibration_error(*M.top_answer(sharpen(probs, 0.4), answer)) > 0.08
+    assert metrics.expected_calibration_error(*metrics.top_answer(probs, answer)) < 0.03
+    assert metrics.expected_calibration_error(*metrics.top_answer(sharpen(probs, 0.4), answer)) > 0.08
 
 
 # ---------------------------------------------------------------------------- maps
 @pytest.mark.parametrize("distortion", [0.5, 2.0])
 def test_temperature_undoes_a_known_distortion(distortion):
     probs, answer = honest_predictions(4000, seed=3)
-    fitted = C.fit_temperature(sharpen(probs, distortion), answer)
+    fitted = calibrate.fit_temperature(sharpen(probs, distortion), answer)
     assert fitted["temperature"] == pytest.approx(1 / distortion, rel=0.15)
 
 
@@ -53,40 +53,40 @@ def test_floor_catches_confident_misses_without_flattening_everything():
     rng = np.random.default_rng(4)
     probs = np.tile([[0.999, 0.001]], (400, 1))
     answer = (rng.random(400) < 0.1).astype(int)  # right 90% of the time
-    fitted = C.fit_temperature(probs, answer, floor=True)
-    after = C.apply_calibration(fitted, probs)
+    fitted = calibrate.fit_temperature(probs, answer, floor=True)
+    after = calibrate.apply_calibration(fitted, probs)
     assert after[0, 0] == pytest.approx(0.9, abs=0.04)
-    assert M.log_loss(after, answer) < 0.5 * M.log_loss(probs, answer)
+    assert metrics.log_loss(after, answer) < 0.5 * metrics.log_loss(probs, answer)
 
 
 def test_isotonic_map_is_monotone_and_helps_miscalibrated_beliefs():
     probs, answer = honest_predictions(3000, k=2, seed=5)
     skewed = sharpen(probs, 0.5)
-    x, y = C.fit_isotonic(skewed, answer)
+    x, y = calibrate.fit_isotonic(skewed, answer)
     assert np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0) and 0 < min(y) and max(y) < 1
-    mapped = C.apply_calibration({"method": "isotonic", "x": x, "y": y}, skewed)
-    assert M.log_loss(mapped, answer) < M.log_loss(skewed, answer)
+    mapped = calibrate.apply_calibration({"method": "isotonic", "x": x, "y": y}, skewed)
+    assert metrics.log_loss(mapped, answer) < metrics.log_loss(skewed, answer)
 
 
 def test_output_calibration_reports_cross_validated_after_figures():
     probs, answer = honest_predictions(800, seed=6)
-    cal = C.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.5), answer, groups=np.arange(800) // 2)
+    cal = calibrate.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.5), answer, groups=np.arange(800) // 2)
     report = cal.report()
     assert report["after_is"] == "cross-validated" and report["n"] == 800
     assert report["after"]["log_loss"] < report["before"]["log_loss"]
     assert report["after"]["ece"] < report["before"]["ece"]
     assert cal.map_["method"] in ("temperature", "isotonic")
-    assert len(report["reliability_before"]) == C.N_BINS
-    tiny = C.OutputCalibration().fit(probs[:5], answer[:5])
+    assert len(report["reliability_before"]) == calibrate.N_BINS
+    tiny = calibrate.OutputCalibration().fit(probs[:5], answer[:5])
     assert tiny.map_ == {"method": "none"}  # five settlements say nothing
 
 
 def test_reliability_diagram_is_written(tmp_path):
     probs, answer = honest_predictions(300, seed=7)
-    report = C.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.6), answer).report()
-    path = C.plot_reliability(report, str(tmp_path / "reliability.png"))
+    report = calibrate.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.6), answer).report()
+    path = calibrate.plot_reliability(report, str(tmp_path / "reliability.png"))
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    assert "| before |" in C.markdown_table(report) and "| 1 |" in C.reliability_markdown(report)
+    assert "| before |" in calibrate.markdown_table(report) and "| 1 |" in calibrate.reliability_markdown(report)
 
 
 # ---------------------------------------------------------------------------- time order

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 
 from doxa.data.params_document import FORMAT, ParamsDocument, ParamsDocumentError
-from doxa.inference.read import params as P
+from doxa.inference.read import params as parameters
 from doxa.inference.read import scorer
 
 NOW = datetime(2026, 6, 1)
@@ -81,4 +81,4 @@ def test_the_scorer_refuses_a_malformed_document(small_mem):
 
 
 def test_the_defaults_are_a_valid_document():
-    assert ParamsDocument.from_dict(P.default_params()).version is None
+    assert ParamsDocument.from_dict(parameters.default_params()).version is None
