@@ -211,3 +211,10 @@ def test_commands_train_and_calibration(tmp_path):
     Store.open(empty).close()
     out = runner.invoke(app, ["calibration", "--db", empty])
     assert out.exit_code == 1 and "doxa train" in out.output
+
+
+def test_a_store_with_no_settlement_reports_that_it_has_nothing_to_measure():
+    report = C.OutputCalibration().fit(np.zeros((0, 2)), np.zeros(0, dtype=int)).report()
+    published = dict(report, before={k: None for k in report["before"]}, after={k: None for k in report["after"]})
+    for shown in (C.markdown_table(report), C.markdown_table(published)):  # as fitted, and as read back from JSON
+        assert "No settlement yet" in shown and "doxa correct" in shown and "| before |" not in shown
