@@ -218,3 +218,20 @@ def test_a_store_with_no_settlement_reports_that_it_has_nothing_to_measure():
     published = dict(report, before={k: None for k in report["before"]}, after={k: None for k in report["after"]})
     for shown in (C.markdown_table(report), C.markdown_table(published)):  # as fitted, and as read back from JSON
         assert "No settlement yet" in shown and "doxa correct" in shown and "| before |" not in shown
+
+
+def test_train_with_readings_but_no_settlement_publishes_nothing(tmp_path):
+    from typer.testing import CliRunner
+
+    from doxa.cli.main import app
+
+    db = str(tmp_path / "unsettled.duckdb")
+    store, _ = crowd_store(db, n_items=20, n_workers=4, gold_share=0.0, seed=12)
+    assert store.load_evidence().n_readings > 0
+    store.close()
+    out = CliRunner().invoke(app, ["train", "--db", db, "--max-steps", "50"])
+    assert out.exit_code == 1 and "no settlement to learn from" in out.output and "doxa correct" in out.output
+    from doxa.data.store import Store
+
+    with Store.open(db) as reopened:
+        assert reopened.latest_params() == (None, None)

@@ -26,7 +26,7 @@ import numpy as np
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.document import derived_from_document
-from doxa.inference.learn.fit import BeliefFit
+from doxa.inference.learn.fit import BeliefFit, NothingToFit
 from doxa.model.filter import filter_evidence
 from doxa.model.structure import ModelStructure
 
@@ -170,7 +170,8 @@ def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: in
                           "after": entry["temperature"],
                           "size": abs(math.log(entry["temperature"] / old["temperature"]))})
     moved.sort(key=lambda m: -m["size"])
-    return [dict(m, size=round(m["size"], 4)) for m in moved[:top]]
+    # a change below display precision is the fit's noise, not news
+    return [dict(m, size=round(m["size"], 4)) for m in moved[:top] if m["size"] >= 1e-3]
 
 
 def posterior_dir_for(db_path: str) -> Path | None:
@@ -234,6 +235,12 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     """Run the nightly job on an open :class:`~doxa.data.store.Store`; returns what was published."""
     started = time.perf_counter()
     evidence = store.load_evidence(at)
+    if len(evidence.settle_q) == 0:
+        # unsupervised agreement alone would move every trust toward the pooled mean and away from
+        # the documented defaults; the nightly job learns from settled facts, so it waits for one
+        raise NothingToFit("no settlement to learn from: trust, base rates and change rates are learned from "
+                           "settled facts, so the defaults stay in use. Record what the user or the world says "
+                           "with `doxa correct`, `doxa approve` or `doxa outcome`, then train again")
     options = {"seed": seed, "progress": progress, **(fit_options or {})}
     fit = BeliefFit(**options).fit(evidence)
     document = fit.params_document()
