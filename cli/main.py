@@ -18,7 +18,23 @@ from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_
 from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, set_json_mode, \
     show_belief, warn_if_after_evidence
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption
+from doxa.cli.options import AtOption, DbOption, JsonOption, flag
+
+def _flag_help_option(get_help_option):
+    """``--help`` shown as the flag it is: typer 0.29 labels every flag ``<bool>``, which reads as if
+    it took a value (``--help true`` is refused). One place for every command and the group."""
+
+    def wrapped(self, ctx):
+        option = get_help_option(self, ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return wrapped
+
+
+_click.core.Command.get_help_option = _flag_help_option(_click.core.Command.get_help_option)
+
 
 class _Doxa(TyperGroup):
     """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
@@ -159,9 +175,9 @@ def beliefs(
     at: Optional[str] = AtOption,
     act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
-    uncertain: bool = typer.Option(False, "--uncertain",
-                                   help="Only beliefs to ask about before acting (below --act-at, or an instruction "
-                                        "resting on another answer), most useful first."),
+    uncertain: bool = flag(False, "--uncertain",
+                           help="Only beliefs to ask about before acting (below --act-at, or an instruction "
+                                "resting on another answer), most useful first."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
