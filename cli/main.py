@@ -20,6 +20,22 @@ from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag
 
+def _flag_help_option(get_help_option):
+    """``--help`` shown as the flag it is: typer 0.29 labels every flag ``<bool>``, which reads as if
+    it took a value (``--help true`` is refused). One place for every command and the group."""
+
+    def wrapped(self, ctx):
+        option = get_help_option(self, ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return wrapped
+
+
+_click.core.Command.get_help_option = _flag_help_option(_click.core.Command.get_help_option)
+
+
 class _Doxa(TyperGroup):
     """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
 
@@ -158,8 +174,8 @@ def beliefs(
     act_at: float = act_at_option("Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
     uncertain: bool = flag(False, "--uncertain",
-                           "Only beliefs to ask about before acting (below --act-at, or an instruction "
-                           "resting on another answer), most useful first."),
+                           help="Only beliefs to ask about before acting (below --act-at, or an instruction "
+                                "resting on another answer), most useful first."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):

@@ -29,8 +29,8 @@ def mcp(
     token: Optional[str] = typer.Option(None, "--token", help=f"Bearer token every HTTP request must carry "
                                                               f"(default: ${TOKEN_ENV}).", show_default=False),
 ):
-    """An MCP server over the store: belief, beliefs, uncertain, context, explain, search, ask, and the
-    feedback verbs correct, approve, outcome, reject, instruct. The store is opened per call, never held."""
+    """An MCP server over the store: belief, beliefs, uncertain, context, explain, search, ask, remember, and
+    the feedback verbs correct, approve, outcome, reject, instruct. The store is opened per call, never held."""
     from doxa.cli.common import fail, open_memory
 
     open_memory(db).close()  # refuse a missing store at start, with the CLI's message
