@@ -37,8 +37,7 @@ def train(
                                                 help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     dry_run: bool = flag(False, "--dry-run", "Fit and calibrate, but publish nothing."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", metavar="",
-                                  help="Progress bars on standard error."),
+    progress: bool = flag(True, "--progress/--no-progress", "Progress bars on standard error."),
 ):
     """The nightly job: fit trust, base rates and change rates; calibrate; publish a new parameter version."""
     if confusion not in ("auto", "on", "off"):

@@ -82,3 +82,24 @@ def test_the_scorer_refuses_a_malformed_document(small_mem):
 
 def test_the_defaults_are_a_valid_document():
     assert ParamsDocument.from_dict(parameters.default_params()).version is None
+
+
+def test_doxa_belief_names_the_bad_field_of_a_published_version(tmp_path, small_records):
+    from typer.testing import CliRunner
+
+    import records
+    from doxa.cli.main import app
+    from doxa.data.store import Store
+
+    path = str(tmp_path / "doxa.duckdb")
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", records.write_jsonl(tmp_path / "small.jsonl", small_records),
+                               "--db", path]).exit_code == 0
+    with Store.open(path) as store:
+        store.con.execute("INSERT INTO params VALUES (1, now()::TIMESTAMP, true, ?)",
+                          [json.dumps(bad_document({"readers": {"a-reader": {"temperature": -2}}}))])
+    for args in (["belief", "maya.flower"], ["belief", "maya.flower", "--json"]):
+        out = runner.invoke(app, args + ["--db", path])
+        assert out.exit_code == 1 and "internal error" not in out.output
+        assert "published parameter version 1 is malformed" in out.output
+        assert "readers['a-reader'].temperature: -2 is out of range" in out.output
