@@ -16,6 +16,7 @@ import torch
 from doxa.inference.read.params import (confusion_for_source, default_params, kind_change_rate, kind_prior,
                                         reader_temperature, trust_for_source, with_defaults)
 from doxa.model.likelihood import Derived
+from doxa.model.logistic import sigmoid
 from doxa.model.structure import ModelStructure
 
 
@@ -96,7 +97,7 @@ def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=
     alpha = np.empty(s.n_nodes)
     for i, path in enumerate(s.tree.paths.tolist()):
         stated = s.stated_logit[i]
-        stated_p = None if np.isnan(stated) else float(1 / (1 + np.exp(-stated)))
+        stated_p = None if np.isnan(stated) else float(sigmoid(stated))
         alpha[i], _ = trust_for_source(doc, path, stated_p)
     alpha = np.clip(alpha, 1e-12, 1 - 1e-12)
     confusion = {}
