@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 #: Set by the ``--json`` option of the command being run (cli/options.py) or the fast path.
 _json_mode = False
@@ -59,6 +59,18 @@ def _json_default(value: Any):
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def json_lines(handle) -> Iterator[tuple[int, Any, Optional[str]]]:
+    """``(line number, value, problem)`` for each non-blank line of a JSON Lines file: the parsed
+    value, or ``None`` and why the line is not JSON."""
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line), None
+        except json.JSONDecodeError as err:
+            yield number, None, f"not valid JSON ({err.msg} at column {err.colno})"
 
 
 def parse_at(at: Optional[str]) -> Optional[datetime]:

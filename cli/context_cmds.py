@@ -7,12 +7,11 @@ beyond typer happens inside a command, so `doxa belief` starts no slower for the
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory
+from doxa.cli.common import emit_json, fail, guarded, json_lines, markup_safe as _e, memory_at, open_memory
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, by_option, flag
 ByOption = by_option("Who does this (recorded with the operation).")
@@ -47,13 +46,9 @@ def _read_jsonl(path: str, what: str) -> list[dict]:
     records = []
     try:
         with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as err:
-                    fail(f"{path} line {number}: not valid JSON ({err.msg}): {what} is one JSON object a line")
+            for number, value, problem in json_lines(handle):
+                if problem:
+                    fail(f"{path} line {number}: {problem}: {what} is one JSON object a line")
                 if not isinstance(value, dict):
                     fail(f"{path} line {number}: expected a JSON object")
                 records.append(value)

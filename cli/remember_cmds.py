@@ -6,7 +6,6 @@ a command.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
@@ -24,7 +23,7 @@ def _answers(answers: dict[str, float]) -> str:
 def _read_messages(path: str, default_source: str | None) -> list[dict]:
     """Bare messages, one JSON object a line: ``{"text", "source", "sent_at"?, "id"?}`` (``source``
     may be left out when ``--source`` gives it)."""
-    from doxa.cli.common import fail
+    from doxa.cli.common import fail, json_lines
 
     items = []
     try:
@@ -33,13 +32,9 @@ def _read_messages(path: str, default_source: str | None) -> list[dict]:
         fail(f"no such file: {path}")
     problems = []
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.append(f"line {number}: not valid JSON ({err.msg} at column {err.colno})")
+        for number, value, problem in json_lines(handle):
+            if problem:
+                problems.append(f"line {number}: {problem}")
                 continue
             if not isinstance(value, dict):
                 problems.append(f"line {number}: expected a JSON object {{\"text\", \"source\", \"sent_at\"}}")
