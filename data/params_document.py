@@ -132,7 +132,7 @@ class ParamsDocument:
         return cls(
             format=fmt,
             version=version,
-            trust={node: _trust(entry, f"trust[{node!r}]") for node, entry in _table(body, "trust").items()},
+            trust={node: _trust(entry, node) for node, entry in _table(body, "trust").items()},
             confusion={node: {kind: _matrix(c, f"confusion[{node!r}][{kind!r}]")
                               for kind, c in _mapping(per_kind, f"confusion[{node!r}]", ("{kind: matrix}",)).items()}
                        for node, per_kind in _table(body, "confusion").items()},
@@ -146,7 +146,7 @@ class ParamsDocument:
 
 def _mapping(value: Any, where: str, expected: tuple[str, ...], allowed: tuple[str, ...] | None = None
              ) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict) and not isinstance(value, Mapping):
         raise ParamsDocumentError(where, f"expected {expected[0]}, got {type(value).__name__}")
     for key in value:
         if not isinstance(key, str):
@@ -180,8 +180,22 @@ def _probability(value: Any, where: str, optional: bool = False) -> float | None
     return _number(value, where, lo=0.0, hi=1.0, optional=optional)
 
 
-def _trust(entry: Any, where: str) -> TrustEntry:
-    entry = _mapping(entry, where, ('{"mean": α, "lo", "hi", "n"}',), ("mean", "lo", "hi", "n"))
+_TRUST_FIELDS = ("mean", "lo", "hi", "n")
+_TRUST_KEYS = frozenset(_TRUST_FIELDS)
+
+
+def _is_unit(value: Any) -> bool:
+    return type(value) is float and 0.0 <= value <= 1.0  # NaN fails both comparisons
+
+
+def _trust(entry: Any, node: str) -> TrustEntry:
+    # the one table as large as the source tree: plain entries take this short path
+    if type(entry) is dict and entry.keys() <= _TRUST_KEYS and _is_unit(entry.get("mean")) \
+            and all(_is_unit(entry[k]) for k in ("lo", "hi") if entry.get(k) is not None) \
+            and (entry.get("n") is None or (type(entry["n"]) is int and entry["n"] >= 0)):
+        return TrustEntry(entry["mean"], entry.get("lo"), entry.get("hi"), entry.get("n"))
+    where = f"trust[{node!r}]"
+    entry = _mapping(entry, where, ('{"mean": α, "lo", "hi", "n"}',), _TRUST_FIELDS)
     if "mean" not in entry:
         raise ParamsDocumentError(f"{where}.mean", "missing: a trust entry needs its reliability α in [0, 1]")
     n = entry.get("n")

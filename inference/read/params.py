@@ -64,9 +64,16 @@ def default_params() -> dict[str, Any]:
     }
 
 
+class CheckedParams(dict):
+    """A document :func:`with_defaults` has checked and filled: passed to it again (Memory
+    hands the scorer what it read), it is not checked twice. Treat it as read-only."""
+
+
 def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str, Any]:
     """The document checked (:class:`ParamsDocument`), with the keys a published one may omit
     filled, so readers never need ``.get`` chains. ``context`` begins the message of an error."""
+    if type(body) is CheckedParams:
+        return body
     try:
         ParamsDocument.from_dict(body)
     except ParamsDocumentError as err:
@@ -79,7 +86,7 @@ def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str,
             merged["defaults"].update(value or {})
         else:
             merged[key] = value
-    return merged
+    return CheckedParams(merged)
 
 
 def node_chain(path: str) -> list[str]:
