@@ -12,6 +12,6 @@ def open(path=None, **kwargs):  # noqa: A001 - mirrors sqlite-utils' Database()
 
     ``None`` means ``$DOXA_DB`` or ./doxa.duckdb; ``":memory:"`` keeps nothing on disk.
     """
-    from doxa.inference.read.memory import Memory
+    from doxa.inference.read.memory import Memory  # lazy: `import doxa` stays cheap
 
     return Memory.open(path, **kwargs)

@@ -5,7 +5,7 @@
 
 What it does:
 
-1. generates a store's worth of FORMATS.md records, vectorised (numpy arrays, written as
+1. generates a store's worth of docs/formats.md records, vectorised (numpy arrays, written as
    JSON Lines by DuckDB's ``COPY … (FORMAT json)``): subjects, sources under several
    layers, questions of 2-4 options, messages (5 % are copies of an earlier text),
    one or two readings per message, a few settlements and rejections;
@@ -60,7 +60,7 @@ def kind_options(kind: int) -> list[str]:
 def generate(path: Path, n_questions: int, n_readings: int, n_sources: int, seed: int) -> dict[str, int]:
     """Write one JSON Lines file (definitions first) and return how many records of each type."""
     rng = np.random.default_rng(seed)
-    con = duckdb.connect()
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     parts: list[Path] = []
 
     def copy(name: str, sql: str) -> None:

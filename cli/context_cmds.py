@@ -7,25 +7,16 @@ beyond typer happens inside a command, so `doxa belief` starts no slower for the
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail, guarded, open_memory, parse_at
+from doxa.cli.common import emit_json, fail, guarded, json_lines, markup_safe as _e, memory_at, open_memory
 from doxa.cli.console import console
-
-DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
-JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
-AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
-ByOption = typer.Option("user", "--by", help="Who does this (recorded with the operation).")
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, by_option, flag
+ByOption = by_option("Who does this (recorded with the operation).")
 
 
-def _e(value) -> str:
-    """User text made safe for rich markup ("[urgent]" stays literal)."""
-    from rich.markup import escape
-
-    return escape(str(value))
 
 
 def _bar(p: float, width: int = 20) -> str:
@@ -55,13 +46,9 @@ def _read_jsonl(path: str, what: str) -> list[dict]:
     records = []
     try:
         with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as err:
-                    fail(f"{path} line {number}: not valid JSON ({err.msg}): {what} is one JSON object a line")
+            for number, value, problem in json_lines(handle):
+                if problem:
+                    fail(f"{path} line {number}: {problem}: {what} is one JSON object a line")
                 if not isinstance(value, dict):
                     fail(f"{path} line {number}: expected a JSON object")
                 records.append(value)
@@ -87,8 +74,7 @@ def register(app: typer.Typer) -> None:
     def context(
         task: str = typer.Argument(..., help="The task in words, e.g. \"book Maya's birthday dinner\"."),
         at: Optional[str] = AtOption,
-        act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
-                                     help="Below this probability an answer is flagged: ask before acting."),
+        act_at: float = act_at_option("Below this probability an answer is flagged: ask before acting."),
         limit: int = typer.Option(20, "--limit", min=1, help="Show at most this many questions."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
@@ -96,13 +82,13 @@ def register(app: typer.Typer) -> None:
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
         from doxa.inference.agent.context import context as build
 
-        moment = parse_at(at)
-        mem = open_memory(db)
-        ctx = guarded(lambda: build(mem, task, at=moment, act_at=act_at, limit=limit))
+        mem, moment = memory_at(db, at)
         if as_json:
-            emit_json(ctx.to_dict())
+            from doxa.inference.agent import tools
+
+            emit_json(guarded(lambda: tools.context(mem, task, moment, act_at, limit)))
             return
-        render_context(ctx)
+        render_context(guarded(lambda: build(mem, task, at=moment, act_at=act_at, limit=limit)))
 
     @app.command()
     def search(
@@ -113,29 +99,27 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Full-text search (BM25) over every kept message, best first."""
-        from doxa.data import search as S
+        from doxa.inference.agent import tools
 
         mem = open_memory(db)
-        if subject is not None and subject not in {s["id"] for s in mem.store.subjects()}:
-            fail(f"no subject {subject!r}: `doxa beliefs` lists subjects' questions")
-        terms = S.tokenize(mem.store, words)
-        hits = guarded(lambda: S.search_messages(mem.store, terms, subject=subject, limit=limit))
+        found = guarded(lambda: tools.search(mem, words, subject, limit))
         if as_json:
-            emit_json({"words": words, "terms": terms, "hits": [h.to_dict() for h in hits]})
+            emit_json(found)
             return
+        terms, hits = found["terms"], found["hits"]
         con = console()
         if not hits:
-            con.print(f"No kept message matches {', '.join(terms) or 'nothing'}"
-                      + (f" among those about {subject}" if subject else "") + ".")
+            con.print(f"No kept message matches {_e(', '.join(terms)) or 'nothing'}"
+                      + (f" among those about {_e(subject)}" if subject else "") + ".")
             return
         from rich.table import Table
 
-        table = Table(title=f"{len(hits)} message(s) for: {', '.join(terms)}")
+        table = Table(title=f"{len(hits)} message(s) for: {_e(', '.join(terms))}")
         for name in ("score", "sent", "source", "message", "text"):
             table.add_column(name)
         for h in hits:
-            text = _e(h.text) + (" [dim](assistant note: never evidence)[/]" if h.is_assistant else "")
-            table.add_row(f"{h.score:.2f}", f"{h.sent_at:%Y-%m-%d}", _e(h.source), _e(h.message), text)
+            text = _e(h["text"]) + (" [dim](assistant note: never evidence)[/]" if h["is_assistant"] else "")
+            table.add_row(f"{h['score']:.2f}", h["sent_at"][:10], _e(h["source"]), _e(h["message"]), text)
         con.print(table)
 
     @app.command()
@@ -153,19 +137,19 @@ def register(app: typer.Typer) -> None:
         """A question nobody prepared: create it, read the kept evidence, answer now."""
         from doxa.inference.agent.ask import ask as run
 
-        moment = parse_at(at)
-        mem = open_memory(db)
+        mem, moment = memory_at(db, at)
         answers = [o for o in options.split(",")]
+
+        def read(progress=None):
+            return guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
+                                       at=moment, limit=limit, progress=progress))
+
         if as_json:
-            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
-                                         at=moment, limit=limit))
-            emit_json(result.to_dict())
+            emit_json(read().to_dict())
             return
         con = console()
         if not con.is_terminal:
-            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
-                                         at=moment, limit=limit))
-            render_ask(result)
+            render_ask(read())
             return
         from rich.progress import Progress
 
@@ -175,8 +159,7 @@ def register(app: typer.Typer) -> None:
             def progress(done: int, total: int) -> None:
                 bar.update(task_id, completed=done, total=total)
 
-            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
-                                         at=moment, limit=limit, progress=progress))
+            result = read(progress)
         render_ask(result)
 
     @app.command()
@@ -290,8 +273,8 @@ def register(app: typer.Typer) -> None:
         from_map: Optional[str] = typer.Option(
             None, "--from", help="NEW_ID=OLD_ID pairs, comma-separated: carry an old question's readings "
                                  "to a new id (default: the same id)."),
-        read: bool = typer.Option(False, "--read", help="Have the configured reader read kept messages for "
-                                                        "new questions nothing carried to."),
+        read: bool = flag(False, "--read", "Have the configured reader read kept messages for "
+                                           "new questions nothing carried to."),
         limit: int = typer.Option(20, "--limit", min=1, help="With --read: messages read per question."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
@@ -384,7 +367,7 @@ def render_context(ctx) -> None:
                 parts.append(f"[bold]{_e(s['name'])}[/] (one hop: {_e(s['via'])})")
         con.print("Subjects: " + " · ".join(parts))
     if ctx.terms:
-        con.print(f"Ranked by the words: {', '.join(ctx.terms)}")
+        con.print(f"Ranked by the words: {_e(', '.join(ctx.terms))}")
     con.print()
     for n, q in enumerate(ctx.questions, start=1):
         flag = "[yellow]ASK[/]" if q.ask else "[green]act[/]"

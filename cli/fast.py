@@ -36,7 +36,8 @@ def try_fast_path(argv: list[str]) -> bool:
         return False
     if not 0.0 <= args.act_at <= 1.0:
         return False
-    from doxa.cli.common import show_belief
+    from doxa.cli.common import set_json_mode, show_belief
 
+    set_json_mode(args.as_json)
     show_belief(args.question, args.at, args.act_at, args.db, args.as_json)
     return True

@@ -7,15 +7,68 @@ starts fast.
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+import sys
+from typing import Any, Optional
 
 import typer
+from typer.core import TyperGroup, _click  # typer's own copy of click: its exceptions are these
 
-from doxa.cli import bench_cmds, context_cmds, train_cmds
-from doxa.cli.common import emit_json, guarded, open_memory, parse_at, show_belief
+from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_cmds, train_cmds
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, set_json_mode, \
+    show_belief
 from doxa.cli.console import console
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag
+
+def _flag_help_option(get_help_option):
+    """``--help`` shown as the flag it is: typer 0.29 labels every flag ``<bool>``, which reads as if
+    it took a value (``--help true`` is refused). One place for every command and the group."""
+
+    def wrapped(self, ctx):
+        option = get_help_option(self, ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return wrapped
+
+
+_click.core.Command.get_help_option = _flag_help_option(_click.core.Command.get_help_option)
+
+
+class _Doxa(TyperGroup):
+    """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
+
+    A usage error (a missing argument, ``--json true``) with ``--json`` on the command line
+    is one JSON object like every other error. Anything doxa did not foresee is reported
+    as an internal error in one line (``DOXA_DEBUG=1`` shows the traceback instead).
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        wants_json = "--json" in argv and standalone_mode
+        try:
+            # with --json, click must hand its own errors over instead of printing them
+            value = super().main(argv, prog_name, complete_var, standalone_mode and not wants_json, **extra)
+        except _click.exceptions.ClickException as err:  # only reached with --json
+            set_json_mode(True)
+            fail(err.format_message(), err.exit_code)
+        except typer.Abort:
+            fail("aborted", 1)
+        except Exception as err:  # noqa: BLE001 - the last line of defence, see the docstring
+            if os.environ.get("DOXA_DEBUG"):
+                raise
+            set_json_mode(wants_json)
+            detail = " ".join(str(err).split())[:300]
+            fail(f"internal error ({type(err).__name__}: {detail}). This is a bug in doxa: please report it "
+                 "with the command you ran; DOXA_DEBUG=1 shows the traceback", 1)
+        if wants_json:
+            raise SystemExit(value if isinstance(value, int) else 0)
+        return value
+
 
 app = typer.Typer(
+    cls=_Doxa,
     name="doxa",
     help="A belief memory for agents: every answer with the probability it deserves.",
     no_args_is_help=True,
@@ -23,10 +76,30 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DbOption = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).", show_default=False)
-JsonOption = typer.Option(False, "--json", help="Machine-readable JSON output.")
-AtOption = typer.Option(None, "--at", help="Only evidence up to this time (ISO 8601); default now.")
 
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("doxa")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from doxa import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"doxa {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = flag(False, "--version", "Print doxa's version and exit.", callback=_print_version, is_eager=True),
+):
+    """A belief memory for agents: every answer with the probability it deserves."""
 
 
 def _fmt_p(p: float) -> str:
@@ -47,7 +120,7 @@ def init(db: Optional[str] = DbOption, as_json: bool = JsonOption):
 
 @app.command()
 def ingest(
-    file: str = typer.Argument(..., help="JSON Lines file (FORMATS.md), or - for standard input."),
+    file: str = typer.Argument(..., help="JSON Lines file (records: docs/formats.md), or - for standard input."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
@@ -59,8 +132,12 @@ def ingest(
         return
     if not added:
         typer.echo("Nothing new: every record was already stored.")
-    else:
-        typer.echo("Ingested: " + ", ".join(f"{n} {table}" for table, n in added.items()))
+        return
+    updated = added.pop("subjects_updated", 0)
+    parts = [f"{n} {table}" for table, n in added.items()]
+    if updated:
+        parts.append(f"{updated} subject(s) updated (aliases added)")
+    typer.echo("Ingested: " + ", ".join(parts))
 
 
 def _belief_table(beliefs, title: str):
@@ -72,9 +149,9 @@ def _belief_table(beliefs, title: str):
     table.add_column("top")
     table.add_column("act?")
     for b in beliefs:
-        answers = "  ".join(f"{o} {_fmt_p(p)}" for o, p in sorted(b.answers.items(), key=lambda kv: -kv[1]))
+        answers = "  ".join(f"{_e(o)} {_fmt_p(p)}" for o, p in sorted(b.answers.items(), key=lambda kv: -kv[1]))
         verdict = "[green]act[/]" if b.act else "[yellow]ask[/]"
-        table.add_row(b.question, answers, f"{b.top} ({_fmt_p(b.p_top)})" if b.top else "—", verdict)
+        table.add_row(_e(b.question), answers, f"{_e(b.top)} ({_fmt_p(b.p_top)})" if b.top else "—", verdict)
     return table
 
 
@@ -82,8 +159,7 @@ def _belief_table(beliefs, title: str):
 def belief(
     question: str = typer.Argument(..., help="Question id, e.g. maya.diet."),
     at: Optional[str] = AtOption,
-    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
-                                 help="Below this probability the top answer is flagged too uncertain to act on."),
+    act_at: float = act_at_option(),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
@@ -95,21 +171,28 @@ def belief(
 def beliefs(
     subject: Optional[str] = typer.Option(None, "--subject", help="Only this subject's questions."),
     at: Optional[str] = AtOption,
-    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
+    act_at: float = act_at_option("Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
+    uncertain: bool = flag(False, "--uncertain",
+                           help="Only beliefs to ask about before acting (below --act-at, or an instruction "
+                                "resting on another answer), most useful first."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
     """Every belief (or one subject's); --json prints a list of `belief --json` objects."""
-    moment = parse_at(at)
-    mem = open_memory(db)
-    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
-    if as_json:
-        emit_json(found.to_dicts()[:limit] if limit else found.to_dicts())
+    from doxa.inference.agent import tools
+
+    mem, moment = memory_at(db, at)
+    if uncertain:
+        feedback_cmds.show_uncertain(guarded(lambda: tools.uncertain(mem, subject, moment, act_at, limit)), as_json)
         return
+    if as_json:
+        emit_json(guarded(lambda: tools.beliefs(mem, subject, moment, act_at, limit)))
+        return
+    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
     if limit:
         found = found[:limit]
-    console().print(_belief_table(found, f"{len(found)} belief(s)" + (f" about {subject}" if subject else "")))
+    console().print(_belief_table(found, f"{len(found)} belief(s)" + (f" about {_e(subject)}" if subject else "")))
 
 
 @app.command()
@@ -120,66 +203,60 @@ def explain(
     as_json: bool = JsonOption,
 ):
     """The belief term by term: each message, its source and trust, its weight left after decay."""
-    moment = parse_at(at)
-    mem = open_memory(db)
-    ex = guarded(lambda: mem.explain(question, moment))
+    mem, moment = memory_at(db, at)
     if as_json:
-        emit_json(ex.to_dict())
+        from doxa.inference.agent import tools
+
+        emit_json(guarded(lambda: tools.explain(mem, question, moment)))
         return
-    render_explanation(ex)
+    render_explanation(guarded(lambda: mem.explain(question, moment)))
 
 
 def render_explanation(ex) -> None:
     b = ex.belief
     con = console()
-    con.print(f"[bold]{b.question}[/]: {b.text}")
-    con.print("  " + "  ".join(f"{o} [bold]{_fmt_p(p)}[/]" for o, p in sorted(b.answers.items(), key=lambda kv: -kv[1]))
+    con.print(f"[bold]{_e(b.question)}[/]: {_e(b.text)}")
+    con.print("  " + "  ".join(f"{_e(o)} [bold]{_fmt_p(p)}[/]"
+                               for o, p in sorted(b.answers.items(), key=lambda kv: -kv[1]))
               + ("   [green]act[/]" if b.act else "   [yellow]too uncertain: ask[/]"))
     half = f"half-life {ex.half_life_days:.0f} days" if ex.half_life_days else "no change"
-    con.print(f"  prior: " + ", ".join(f"{o} {_fmt_p(p)}" for o, p in ex.prior.items()) + f" · {half}")
-    con.print(f"  evidence, scored for [bold]{b.top}[/]:")
+    con.print("  prior: " + ", ".join(f"{_e(o)} {_fmt_p(p)}" for o, p in ex.prior.items()) + f" · {half}")
+    con.print(f"  evidence, scored for [bold]{_e(b.top)}[/]:")
     for t in ex.terms:
-        reader = ", ".join(f"{o} {p:.2f}" for o, p in t.reader_probs.items() if p >= 0.05) or "nothing"
+        reader = ", ".join(f"{_e(o)} {p:.2f}" for o, p in t.reader_probs.items() if p >= 0.05) or "nothing"
         extras = [f"{name} {v:.2f}" for name, v in (("unclear", t.unclear), ("unrelated", t.unrelated),
                                                     ("one-off", t.one_off)) if v >= 0.2]
         text = t.text if len(t.text) <= 70 else t.text[:69] + "…"
-        trust = f"trust {t.trust:.2f} ({t.trust_from})" if t.trust is not None else ""
+        trust = f"trust {t.trust:.2f} ({_e(t.trust_from)})" if t.trust is not None else ""
         style = "dim" if t.ignored else ""
-        con.print(f"  [{style or 'bold'}]{t.sent_at[:10]}[/] {t.source} [dim]{t.source_path}[/] {trust}")
-        con.print(f"      [{style or 'italic'}]\"{text}\"[/]")
+        con.print(f"  [{style or 'bold'}]{t.sent_at[:10]}[/] {_e(t.source)} [dim]{_e(t.source_path)}[/] {trust}")
+        con.print(f"      [{style or 'italic'}]\"{_e(text)}\"[/]")
         if t.ignored:
-            con.print(f"      [dim]ignored: {t.ignored}[/]")
+            con.print(f"      [dim]ignored: {_e(t.ignored)}[/]")
         else:
             con.print(f"      reader: {reader}" + (f" · {', '.join(extras)}" if extras else "")
                       + f" → LLR {t.llr_top:+.2f} at its time, weight now {t.weight_left:.2f}")
     for s in ex.settlements:
-        con.print(f"  settled: {s['answer']} at {s['settled_at']:%Y-%m-%d} ({s['how']})")
+        con.print(f"  settled: {_e(s['answer'])} at {s['settled_at']:%Y-%m-%d} ({s['how']})")
     for r in ex.rejections:
-        con.print(f"  rejected by the user: {r['answer']} (reads 0)")
+        con.print(f"  rejected by the user: {_e(r['answer'])} (reads 0)")
     con.print("  [dim]LLR: log-likelihood ratio of the message for the top answer against the others, at its time;"
               " weight now: exp(-λ·age), how much of it is left after decay.[/]")
 
 
 @app.command()
 def demo(
-    db: Optional[str] = DbOption,
+    db: Optional[str] = db_option("Where to write the demo store (default: ./doxa-demo.duckdb; "
+                                  "only a store the demo made is replaced)."),
     as_json: bool = JsonOption,
 ):
-    """The Maya example end to end on a fresh store."""
-    from pathlib import Path
-
-    from doxa.data.demo import DEMO_NOW, demo_records
-    from doxa.data.store import Store, default_db_path
+    """The Maya example end to end, in its own store (never one of yours)."""
+    from doxa.data.demo import DEMO_NOW, demo_records, open_demo_store
     from doxa.data.times import parse_time
     from doxa.inference.read.memory import Memory
 
-    path = db or default_db_path()
-    if path != ":memory:" and Path(path).exists():
-        Path(path).unlink()
-        wal = Path(path + ".wal")
-        if wal.exists():
-            wal.unlink()
-    mem = Memory(Store.open(path))
+    mem = Memory(guarded(lambda: open_demo_store(db)))
+    path = mem.store.path
     added = mem.ingest(demo_records())
     now = parse_time(DEMO_NOW)
     found = mem.beliefs(at=now)
@@ -190,9 +267,11 @@ def demo(
         emit_json({"db": path, "at": now, "added": added, "beliefs": [b.to_dict() for b in found],
                    "explanations": [e.to_dict() for e in explanations], "instructions": instructions})
         return
+    from rich.markup import escape
+
     con = console()
     con.rule("[bold]doxa demo[/]: what the assistant knows about Maya")
-    con.print(f"Fresh store at {path}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
+    con.print(f"Fresh store at {escape(path)}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
     con.print(f"Beliefs as of {now:%Y-%m-%d} (default parameters: nothing trained yet)\n")
     con.print(_belief_table(found, "every belief"))
     for ex in explanations:
@@ -200,15 +279,15 @@ def demo(
         render_explanation(ex)
     con.print()
     for ins in instructions:
-        con.print(f"[bold]Instruction[/] (from you, {ins['given_at']:%Y-%m-%d}): {ins['text']} — it stands;"
+        con.print(f"[bold]Instruction[/] (from you, {ins['given_at']:%Y-%m-%d}): {_e(ins['text'])} — it stands;"
                   " evidence never outranks you.")
-    con.print("\n[dim]Next: `doxa context \"book Maya's birthday dinner\"`, `doxa search peanut`, "
-              "`doxa train`, `doxa bench --quick`.[/]")
+    con.print(f"\n[dim]Next, on this store: `doxa context \"book Maya's birthday dinner\" --at 2026-12-01 --db {escape(path)}`, "
+              f"`doxa search peanut --db {escape(path)}`; on your own records: `doxa ingest FILE` (docs/formats.md).[/]")
 
 
 # Each command module imports only typer and doxa.cli.common at import time; what the
 # commands need beyond that loads inside them.
-for _commands in (train_cmds, bench_cmds, context_cmds):
+for _commands in (train_cmds, bench_cmds, context_cmds, remember_cmds, feedback_cmds, mcp_cmd):
     _commands.register(app)
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import emit_json, fail, open_memory, parse_at
+from doxa.cli.options import at_option, db_option, flag, json_option
 
 
 def register(app: typer.Typer) -> None:
@@ -20,10 +21,9 @@ def register(app: typer.Typer) -> None:
 
 
 def train(
-    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
-                                     show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
-    at: Optional[str] = typer.Option(None, "--at", help="Train on evidence up to this time (ISO 8601)."),
+    db: Optional[str] = db_option(),
+    as_json: bool = json_option(),
+    at: Optional[str] = at_option("Train on evidence up to this time (ISO 8601)."),
     confusion: str = typer.Option("auto", "--confusion",
                                   help="Confusion matrices for biased sources: auto (when the data show bias), on, off."),
     max_steps: int = typer.Option(3000, "--max-steps", min=10, help="Cap on SVI steps per fit."),
@@ -36,8 +36,8 @@ def train(
     posterior_dir: Optional[str] = typer.Option(None, "--posterior-dir",
                                                 help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Fit and calibrate, but publish nothing."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on standard error."),
+    dry_run: bool = flag(False, "--dry-run", "Fit and calibrate, but publish nothing."),
+    progress: bool = flag(True, "--progress/--no-progress", "Progress bars on standard error."),
 ):
     """The nightly job: fit trust, base rates and change rates; calibrate; publish a new parameter version."""
     if confusion not in ("auto", "on", "off"):
@@ -74,6 +74,10 @@ def _print_train(summary: dict, result) -> None:
               f"{summary['steps']} steps in {summary['fit_seconds']:.1f} s"
               + ("" if summary["converged"] else " [yellow](hit the step cap: not converged)[/]")
               + (" · confusion matrices on" if summary["confusion"] else ""))
+    if summary.get("refit"):
+        refit = summary["refit"]
+        con.print(f"[yellow]the first fit diverged at step {refit['diverged_at_step']} ({refit['reason']}); "
+                  f"fitted again from the start at learning rate {refit['learning_rate']:.3g}[/]")
     report = result.document["diagnostics"]["calibration"]
     con.print(f"calibration map: {report['method']} (fitted on {report['n']} settlements, "
               f"{'held-out' if report.get('out_of_sample', True) else 'in-sample'} predictions)")
@@ -87,9 +91,8 @@ def _print_train(summary: dict, result) -> None:
 
 
 def calibration(
-    db: Optional[str] = typer.Option(None, "--db", help="Store path (default: $DOXA_DB, else ./doxa.duckdb).",
-                                     show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    db: Optional[str] = db_option(),
+    as_json: bool = json_option(),
     version: Optional[int] = typer.Option(None, "--version", help="Parameter version (default: the newest)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the reliability diagram to this PNG file."),
 ):

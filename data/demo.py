@@ -1,4 +1,4 @@
-"""The Maya example of the design seed, as FORMATS.md records (used by `doxa demo` and tests).
+"""The Maya example, as ingest records (docs/formats.md), and the store `doxa demo` writes.
 
 Everything the seed's story needs: her diet from three messages of different sources
 and ages, her partner Sam (vegetarian), a florist's marketing email (and a forwarded
@@ -10,7 +10,15 @@ an assistant note that must never count.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from .errors import StoreError
+
 DEMO_NOW = "2026-12-01T12:00:00Z"
+#: Where `doxa demo` writes unless given --db: never the store other commands use by default.
+DEMO_DB = "doxa-demo.duckdb"
+#: The `meta` row that marks a store as made by `doxa demo`, so that only such a store is replaced.
+DEMO_MARK = ("made_by", "doxa demo")
 
 
 def demo_records() -> list[dict]:
@@ -103,3 +111,52 @@ def demo_records() -> list[dict]:
         msg("n1", "assistant-notes", "2026-06-03", "Assistant note: Maya is vegetarian."),
         reading("n1", "maya.diet", {"vegetarian": 0.97, "eats fish": 0.01, "eats meat": 0.01}, unclear=0.01),
     ]
+
+
+def is_demo_store(path: str | Path) -> bool:
+    """Whether ``path`` is a DuckDB file that `doxa demo` made (its ``meta`` carries :data:`DEMO_MARK`)."""
+    import duckdb
+
+    with open(path, "rb") as handle:
+        header = handle.read(12)
+    # A DuckDB file says DUCK at byte 8; anything else is not ours to open, let alone replace.
+    if header[8:12] != b"DUCK":
+        return False
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as err:
+        raise StoreError(f"cannot open {path} to check it is a demo store: {err}") from err
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = ?", [DEMO_MARK[0]]).fetchone()
+    except duckdb.Error:
+        row = None
+    finally:
+        con.close()
+    return row is not None and row[0] == DEMO_MARK[1]
+
+
+def open_demo_store(path: str | None = None):
+    """A fresh store at ``path`` (default :data:`DEMO_DB`), marked as the demo's.
+
+    An existing file is replaced only when `doxa demo` made it; any other file is refused,
+    so the demo can never wipe a user's store.
+    """
+    from .store import Store
+
+    path = str(path or DEMO_DB)
+    if path != ":memory:":
+        target = Path(path)
+        if target.is_dir():
+            raise StoreError(f"{path} is a directory, not a store: give `doxa demo --db` a file path")
+        if target.exists():
+            if not is_demo_store(target):
+                raise StoreError(
+                    f"{path} is not a demo store (`doxa demo` did not make it), so the demo will not "
+                    f"replace it: run `doxa demo` without --db (it writes ./{DEMO_DB}) or give --db a new path")
+            target.unlink()
+            wal = Path(path + ".wal")
+            if wal.exists():
+                wal.unlink()
+    store = Store.open(path)
+    store.con.execute("INSERT INTO meta VALUES (?, ?)", list(DEMO_MARK))
+    return store

@@ -1,4 +1,4 @@
-"""Ingest of FORMATS.md JSON Lines: validate every line, then write the file whole or not at all.
+"""Ingest of docs/formats.md JSON Lines: validate every line, then write the file whole or not at all.
 
 Validation happens in two passes. Each line is parsed and checked on its own
 (:mod:`doxa.data.models`); then references are resolved against the records of
@@ -46,35 +46,81 @@ def fingerprint(text: str, source: str) -> str:
     return hashlib.sha1(normal.encode("utf-8")).hexdigest()[:20]
 
 
-def _describe_validation_error(err: ValidationError) -> str:
-    parts = []
-    for item in err.errors()[:3]:
-        loc = ".".join(str(x) for x in item["loc"] if not (isinstance(x, str) and x in records.RECORD_TYPES))
-        msg = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            parts.append(f"missing field '{loc}': add it (see FORMATS.md)")
-        elif item["type"] == "extra_forbidden":
-            parts.append(f"unknown field '{loc}': remove it or check its spelling")
-        elif item["type"] == "union_tag_invalid":
+FORMATS_POINTER = "see docs/formats.md"
+
+
+def _field_path(loc: tuple) -> str:
+    """``("message", "source")`` → ``source``: the first item of a union's location is the record type."""
+    parts = list(loc)
+    if parts and isinstance(parts[0], str) and parts[0] in records.RECORD_TYPES:
+        parts = parts[1:]
+    return ".".join(str(x) for x in parts)
+
+
+def _known_fields(record_type: object) -> list[str]:
+    model = records.RECORD_TYPES.get(record_type) if isinstance(record_type, str) else None
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def describe_validation_error(err: ValidationError, line: int, record_type: object = None) -> list[Problem]:
+    """Every fault pydantic found in one record, each with its field, reason and fix."""
+    problems = []
+    for item in err.errors():
+        field_name = _field_path(item["loc"])
+        kind = item["type"]
+        given = item.get("input")
+        cause = (item.get("ctx") or {}).get("error")
+        if isinstance(cause, models.FieldProblem):
+            problems.append(Problem(line, f"{field_name or 'value'} {cause.reason}", cause.fix, field_name))
+        elif kind == "missing":
+            problems.append(Problem(line, f"missing field '{field_name}'", f"add it ({FORMATS_POINTER})", field_name))
+        elif kind == "extra_forbidden":
+            import difflib
+
+            close = difflib.get_close_matches(field_name.rsplit(".", 1)[-1], _known_fields(record_type), n=1)
+            fix = f"did you mean '{close[0]}'? Remove it or check its spelling" if close else \
+                "remove it or check its spelling"
+            problems.append(Problem(line, f"unknown field '{field_name}'", fix, field_name))
+        elif kind == "union_tag_invalid":
             known = ", ".join(records.RECORD_TYPES)
-            parts.append(f"unknown type {item['input'].get('type')!r}: use one of {known}")
-        elif item["type"] == "union_tag_not_found":
-            parts.append("missing field 'type': every line needs a \"type\" (subject, source, question, message, reading, …)")
+            problems.append(Problem(line, f"unknown type {given.get('type')!r}", f"use one of {known}", "type"))
+        elif kind == "union_tag_not_found":
+            problems.append(Problem(line, "missing field 'type'",
+                                    'every line needs a "type" (subject, source, question, message, reading, …)',
+                                    "type"))
+        elif kind in ("float_type", "float_parsing") and isinstance(given, (str, bool)):
+            problems.append(Problem(line, f"{field_name} must be a JSON number, got {given!r}",
+                                    "write the number without quotes, e.g. 0.9", field_name))
+        elif kind in ("string_type", "list_type", "dict_type"):
+            wanted = {"string_type": "a string", "list_type": "a list", "dict_type": "an object"}[kind]
+            problems.append(Problem(line, f"{field_name} must be {wanted}, got {given!r}"[:300],
+                                    f"see {field_name} in docs/formats.md", field_name))
         else:
-            parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
+            msg = item["msg"].removeprefix("Value error, ")
+            reason = f"{field_name}: {msg}" if field_name and field_name not in msg else msg
+            problems.append(Problem(line, reason, "", field_name))
+    return problems
 
 
 @dataclass
 class ParsedBatch:
-    """Valid records by type, each with its line number."""
+    """Valid records by type, each with its line number, and the problems of the lines that are not.
+
+    ``broken_ids`` holds the ids that refused lines declare (``{type: {id}}``) where they can
+    be read: references to them are not reported again (the line's own fault is the one to fix).
+    """
 
     by_type: dict[str, list[tuple[int, models._Record]]] = field(default_factory=lambda: defaultdict(list))
     count: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    broken_ids: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    lines: int = 0  # non-blank lines (or records) seen
 
 
 def parse_lines(lines: Iterable[str]) -> ParsedBatch:
-    """Parse and validate each line on its own; raise IngestError listing every bad line."""
+    """Parse and validate each line on its own; the problems found are kept in the batch."""
     return _parse(((number, line) for number, line in enumerate(lines, start=1)), from_json=True)
 
 
@@ -85,42 +131,62 @@ def parse_records(records: Iterable[dict]) -> ParsedBatch:
 
 def _parse(items, *, from_json: bool) -> ParsedBatch:
     batch = ParsedBatch()
-    problems: list[Problem] = []
     adapter = records.record_adapter
     for number, item in items:
         if from_json:
             if not item.strip():
                 continue
+            batch.lines += 1
             try:
                 record = adapter.validate_json(item)
             except ValidationError as err:
-                problems.append(Problem(number, _json_problem(item, err)))
+                raw = _loose_json(item)
+                batch.problems.extend(_json_problems(item, raw, err, number))
+                _note_broken(batch, raw)
                 continue
         else:
+            batch.lines += 1
             if not isinstance(item, dict):
-                problems.append(Problem(number, "each record must be a dict with a \"type\" field"))
+                batch.problems.append(Problem(number, "each record must be a dict", 'give it a "type" field'))
                 continue
             try:
                 record = adapter.validate_python(item)
             except ValidationError as err:
-                problems.append(Problem(number, _describe_validation_error(err)))
+                batch.problems.extend(describe_validation_error(err, number, item.get("type")))
+                _note_broken(batch, item)
                 continue
         batch.by_type[record.type].append((number, record))
         batch.count += 1
-    if problems:
-        raise IngestError(problems)
     return batch
 
 
-def _json_problem(line: str, err: ValidationError) -> str:
+def _loose_json(line: str):
+    """The line decoded without validation, or None (invalid, or nested past Python's recursion limit)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _note_broken(batch: ParsedBatch, raw) -> None:
+    if isinstance(raw, dict) and isinstance(raw.get("type"), str) and isinstance(raw.get("id"), str):
+        batch.broken_ids[raw["type"]].add(raw["id"])
+
+
+def _json_problems(line: str, raw, err: ValidationError, number: int) -> list[Problem]:
     """Say whether the line is not JSON, not an object, or a record with bad fields."""
     first = err.errors()[0]
     if first["type"] == "json_invalid":
+        if "recursion limit" in first["msg"]:
+            return [Problem(number, "JSON nested too deeply", "a record is one flat JSON object "
+                                                              f"({FORMATS_POINTER})")]
         try:
             json.loads(line)
         except json.JSONDecodeError as bad:
-            return f"not valid JSON ({bad.msg} at column {bad.colno}): one JSON object a line"
-        return "not valid JSON: one JSON object a line"
+            return [Problem(number, f"not valid JSON ({bad.msg} at column {bad.colno})", "one JSON object a line")]
+        except RecursionError:
+            return [Problem(number, "JSON nested too deeply", "a record is one flat JSON object")]
+        return [Problem(number, f"not valid JSON ({first['msg']})", "one JSON object a line")]
     if first["type"] in ("model_attributes_type", "dict_type", "model_type") and not line.lstrip().startswith("{"):
-        return "each line must be a JSON object with a \"type\" field"
-    return _describe_validation_error(err)
+        return [Problem(number, "each line must be a JSON object", 'with a "type" field')]
+    return describe_validation_error(err, number, raw.get("type") if isinstance(raw, dict) else None)

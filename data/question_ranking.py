@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
+from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from .search import MIN_PREFIX_CHARS, _idf, _normalised_tfs, _saturate, is_variant, words
@@ -20,14 +21,11 @@ if TYPE_CHECKING:
 EVIDENCE_WEIGHT = 0.3
 #: Query weight of a word the task lexicon adds (data/task_lexicon.txt), against the task's own words.
 LEXICON_WEIGHT = 0.25
-_FAR_FUTURE = datetime(9999, 1, 1)
 
 
 @lru_cache(maxsize=1)
 def task_lexicon() -> dict[str, tuple[str, ...]]:
     """The curated task lexicon (data/task_lexicon.txt): task word → the question words it is about."""
-    from importlib.resources import files
-
     out: dict[str, tuple[str, ...]] = {}
     text = files("doxa.data").joinpath("task_lexicon.txt").read_text(encoding="utf-8")
     for n, line in enumerate(text.splitlines(), start=1):

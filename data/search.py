@@ -39,14 +39,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .sql import sql_literal
 
 if TYPE_CHECKING:
     from .store import Store
 
 K1 = 1.2
 B = 0.75
-#: The tokeniser of ingest (data/writer.py `_index_terms`): keep letters and digits of any script.
+#: The tokeniser of ingest (data/writer.py `insert_terms`) and of queries: keep letters and digits of any script.
 TOKEN_SPLIT = r"[^\p{L}\p{N}]+"
 STEM_CHARS = 5
 MIN_PREFIX_CHARS = 4
@@ -92,8 +91,7 @@ def _join_key(term: str) -> str:
 
 def tokenize(store: "Store", text: str) -> list[str]:
     """The terms of ``text`` exactly as ingest indexes them (in order, with repeats)."""
-    # NUL is no letter (it splits words either way) and cannot sit in an inlined SQL literal
-    row = store.execute(f"SELECT {_tokens_sql('?')}", [text.replace(chr(0), " ")]).fetchone()
+    row = store.execute(f"SELECT {_tokens_sql('?')}", [text]).fetchone()
     return list(row[0]) if row and row[0] is not None else []
 
 
@@ -129,14 +127,14 @@ class SearchHit:
         return out
 
 
-def _subject_mentions_sql(subject: str) -> str:
-    """SQL selecting ids of messages that bear on ``subject``.
+def _subject_mentions_sql() -> str:
+    """SQL selecting ids of messages that bear on a subject: its two ``?`` both take the subject's id.
 
     A message bears on a subject when it contains every term of the subject's name, id
     or one of its aliases ("Maya's" contains "maya"; the alias "my sister" needs both
     words), or when it already has a reading for one of the subject's questions.
     """
-    subj = sql_literal(subject)
+    subj = "?"
     return f"""
         SELECT message FROM (
             SELECT lt.label, lt.n, mt.message
@@ -175,7 +173,7 @@ def search_messages(
     store.use_one_thread(False)  # a scan of the whole term index: every core helps
     filters = []
     if subject is not None:
-        filters.append(f"mt.message IN ({_subject_mentions_sql(subject)})")
+        filters.append(f"mt.message IN ({_subject_mentions_sql()})")
     where_hits = ("WHERE " + " AND ".join(filters)) if filters else ""
     outer = []
     if not include_assistant:
@@ -212,6 +210,8 @@ def search_messages(
         ORDER BY sc.score DESC, m.sent_at DESC, m.id
         LIMIT {int(limit)}"""
     params: list[Any] = [terms]
+    if subject is not None:
+        params += [subject, subject]
     if exclude_read_for is not None:
         params.append(exclude_read_for)
     rows = store.execute(sql, params).fetchall()

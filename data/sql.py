@@ -1,7 +1,12 @@
-"""SQL text helpers: values inlined as literals, and ``?`` templates bound with them."""
+"""SQL text helpers: values inlined as literals, and ``?`` templates bound with them.
+
+This is the one place doxa turns a value into SQL text; everything else passes values
+as parameters of a ``?`` template (tests/test_sql_quoting.py feeds both arbitrary text).
+"""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -9,36 +14,72 @@ import numpy as np
 
 
 def sql_literal(value: Any) -> str:
-    """A SQL literal for ``value``.
+    """A SQL literal for ``value``: the one place doxa turns a value into SQL text.
 
     The read path inlines its few parameters instead of binding them: DuckDB's Python
     parameter binding imports pandas (0.5 s), which would triple `doxa belief`'s start-up.
+    Any text round-trips exactly (tests/test_sql_quoting.py feeds it arbitrary strings):
+    quotes are doubled, and NUL, which ends a string inside DuckDB's parser, is spliced
+    in with ``chr(0)``.
     """
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return repr(float(value)) if isinstance(value, (float, np.floating)) else str(int(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        # a bare 0.99999 is a DECIMAL to DuckDB: the cast keeps it the double it is
+        return f"{number!r}::DOUBLE" if math.isfinite(number) else f"'{number}'::DOUBLE"
     if isinstance(value, datetime):
         return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
     if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+        quoted = "'" + value.replace("'", "''") + "'"
+        if "\x00" in value:
+            quoted = "(" + " || chr(0) || ".join("'" + part.replace("'", "''") + "'"
+                                                  for part in value.split("\x00")) + ")"
+        return quoted
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(sql_literal(v) for v in value) + "]::VARCHAR[]" if value and all(
-            isinstance(v, str) for v in value) else "[" + ", ".join(sql_literal(v) for v in value) + "]"
+        items = ", ".join(sql_literal(v) for v in value)
+        return f"[{items}]::VARCHAR[]" if value and all(isinstance(v, str) for v in value) else f"[{items}]"
     raise TypeError(f"cannot inline {type(value).__name__} into SQL")
 
 
+def _placeholders(sql: str) -> list[int]:
+    """Positions of the ``?`` placeholders of ``sql``: not those inside '…' strings, "…" names or comments."""
+    found, i, n = [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            end = sql.find(c, i + 1)
+            while end != -1 and end + 1 < n and sql[end + 1] == c:  # a doubled quote stays inside
+                end = sql.find(c, end + 2)
+            i = n if end == -1 else end + 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end == -1 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end == -1 else end + 2
+        else:
+            if c == "?":
+                found.append(i)
+            i += 1
+    return found
+
+
 def bind(sql: str, params: list[Any] | None) -> str:
-    """Replace each ``?`` of ``sql`` by the literal of the next parameter (no ``?`` in doxa's string literals)."""
+    """Put the literal of each parameter (:func:`sql_literal`) in place of its ``?`` of ``sql``."""
     if not params:
         return sql
-    pieces = sql.split("?")
-    if len(pieces) - 1 != len(params):
-        raise ValueError(f"{len(pieces) - 1} placeholders but {len(params)} parameters")
-    out = [pieces[0]]
-    for value, piece in zip(params, pieces[1:]):
+    marks = _placeholders(sql)
+    if len(marks) != len(params):
+        raise ValueError(f"{len(marks)} placeholders but {len(params)} parameters")
+    out, start = [], 0
+    for mark, value in zip(marks, params):
+        out.append(sql[start:mark])
         out.append(sql_literal(value))
-        out.append(piece)
+        start = mark + 1
+    out.append(sql[start:])
     return "".join(out)

@@ -1,4 +1,4 @@
-"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of DESIGN §1.
+"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of docs/design.md §1.
 
 All SQL of doxa lives in this package. :class:`Store` is the only object that
 touches the connection; the scorer and the fit receive numpy arrays
@@ -8,7 +8,9 @@ touches the connection; the scorer and the fit receive numpy arrays
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -18,14 +20,14 @@ import duckdb
 import numpy as np
 
 from . import evidence_sql
-from .errors import IngestError, Problem, StoreError
-from .evidence import Evidence, QuestionTable
+from .errors import IngestError, Problem, StoreError, store_open_message
+from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
+from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
 from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "2"
-_FAR_FUTURE = datetime(9999, 1, 1)
+SCHEMA_VERSION = "3"
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
 
@@ -38,8 +40,49 @@ def _schema_sql() -> str:
     return resources.files("doxa.data").joinpath("schema.sql").read_text()
 
 
+#: Nothing doxa does needs a DuckDB extension; left on, opening a SQLite file as a store
+#: makes DuckDB download one from the network.
+CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB file
+
+
+def _not_a_store(path: str) -> str | None:
+    """Why ``path`` cannot be a doxa store, judged before DuckDB touches it (None: it may be one)."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path} is a directory, not a doxa store: give the path of a store file, e.g. --db {path}/doxa.duckdb"
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(16)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    except PermissionError:
+        return f"cannot read {path}: permission denied. Check the file's permissions"
+    if not head or head[8:12] == _DUCKDB_MAGIC:
+        return None
+    what = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
+    return f"{path} is not a doxa store ({what}): give the path of a doxa store, or `doxa init --db NEW_PATH`"
+
+
+def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Every connection doxa makes: extensions never load or install themselves.
+
+    Raises :class:`StoreError` naming the real cause (a directory, not a DuckDB file,
+    a lock another process holds; see :func:`doxa.data.errors.store_open_message`).
+    """
+    if path != ":memory:":
+        reason = _not_a_store(path)
+        if reason is not None:
+            raise StoreError(reason)
+    try:
+        return duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
+    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
+        raise StoreError(store_open_message(path, str(err).removeprefix("IO Error: "))) from err
+
+
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
-#: probabilities as a list in option order (no JSON built per read) and drops its key.
+#: probabilities as a list in option order (no JSON built per read) and drops its key; version 3
+#: records what a settlement settled against (note, p_before, params_version) and who gave an instruction.
 _MIGRATIONS: dict[str, tuple[str, str]] = {
     "1": ("2", """
         CREATE TABLE reads_v2 (question VARCHAR NOT NULL, asked_at TIMESTAMP NOT NULL, read_at TIMESTAMP NOT NULL,
@@ -59,6 +102,18 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                    r.top, r.p_top, r.params_version
             FROM reads r JOIN questions q ON q.id = r.question;
     """),
+    # Version 3: the organizer's versioned instructions (prompts), the pending state of messages
+    # taken by `remember` (remembered), the instructions version each question was made under;
+    # what a settlement settled against (note, p_before, params_version) and who gave an instruction.
+    # The new tables come from schema.sql itself, run after the steps (every CREATE there is IF NOT EXISTS).
+    "2": ("3", """
+        ALTER TABLE questions ADD COLUMN IF NOT EXISTS instructions_version INTEGER;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS note VARCHAR;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS p_before DOUBLE;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS params_version INTEGER;
+        ALTER TABLE instructions ADD COLUMN IF NOT EXISTS given_by VARCHAR DEFAULT 'user';
+        ALTER TABLE instructions ALTER COLUMN given_by SET NOT NULL;
+    """),
 }
 
 
@@ -76,12 +131,12 @@ class Store:
         path = str(path) if path is not None else default_db_path()
         if path != ":memory:" and not create and not Path(path).exists():
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
-        try:
-            con = duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as err:
-            raise StoreError(f"cannot open {path}: {err}. Is another doxa process writing to it?") from err
+        con = connect(path, read_only=read_only)
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
-        con.execute("SET enable_progress_bar = false")
+        try:
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.InvalidInputException:
+            pass  # inside Jupyter DuckDB refuses the setting (and draws no text bar there anyway)
         store = cls(con, path)
         if not read_only:
             store._ensure_schema()
@@ -103,6 +158,7 @@ class Store:
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self._seed_prompts()
         self.con.execute("COMMIT")
 
     def _migrate(self, version: str) -> None:
@@ -115,11 +171,19 @@ class Store:
             while version != SCHEMA_VERSION:
                 version, sql = _MIGRATIONS[version]
                 self.con.execute(sql)
+            self.con.execute(_schema_sql())
+            self._seed_prompts()
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
+
+    def _seed_prompts(self) -> None:
+        """Store the built-in texts as version 1 of each prompt a store does not have yet."""
+        from .prompts import seed_defaults
+
+        seed_defaults(self.con)
 
     def execute(self, sql: str, params: list[Any] | None = None):
         """Run SQL with parameters inlined as literals (see :func:`sql_literal`)."""
@@ -135,36 +199,46 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------------ ingest
-    def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
-        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table."""
-        from . import ingest as ingest_mod
+    def ingest_lines(self, lines: Iterable[str], *, name: str | None = None) -> dict[str, int]:
+        """Validate and ingest JSON Lines; all or nothing. Returns new rows per table.
 
-        return self.ingest_batch(ingest_mod.parse_lines(lines))
+        With ``name`` (a file's), input without a single record is refused as empty: a file
+        meant to hold records that holds none is a mistake to report, not "nothing new".
+        """
+        from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting, not on `doxa belief`
 
-    def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
-        from . import ingest as ingest_mod
+        batch = ingest_mod.parse_lines(lines)
+        if name is not None and batch.lines == 0:
+            raise StoreError(f"{'standard input' if name == '-' else name} is empty: no records to ingest "
+                             "(one JSON object a line; see docs/formats.md)")
+        return self.ingest_batch(batch)
 
-        return self.ingest_batch(ingest_mod.parse_records(records))
+    def ingest_records(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
+        from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting
+
+        return self.ingest_batch(ingest_mod.parse_records(records), also=also)
 
     def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
         if str(path) == "-":
-            import sys
-
-            return self.ingest_lines(sys.stdin)
+            return self.ingest_lines(sys.stdin, name="-")
+        if Path(path).is_dir():
+            raise StoreError(f"{path} is a directory: give a JSON Lines file")
         try:
             with open(path, encoding="utf-8") as handle:
-                return self.ingest_lines(handle)
+                return self.ingest_lines(handle, name=str(path))
         except FileNotFoundError:
             raise StoreError(f"no such file: {path}") from None
         except UnicodeDecodeError as err:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
-    def ingest_batch(self, batch) -> dict[str, int]:
+    def ingest_batch(self, batch, *, also=None) -> dict[str, int]:
+        """``also(con)``, when given, runs inside the batch's transaction, after its rows are written:
+        what it writes commits or rolls back with them."""
         # lazy: pyarrow loads only when writing, not on `doxa belief`'s start-up
         from . import organizer, writer
 
         self.use_one_thread(False)
-        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS)
+        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -200,7 +274,7 @@ class Store:
             option_group=group_of.astype(np.int64),
         )
 
-    _OPTIONS_KEY = "kind || chr(31) || array_to_string(options, chr(31))"
+    _OPTIONS_KEY = OPTIONS_KEY_SQL
 
     def _all_questions(self, include_inactive: bool):
         where = "" if include_inactive else "WHERE status = 'active'"
@@ -272,11 +346,18 @@ class Store:
         return json.loads(row[0])
 
     def publish_params(self, body: dict[str, Any]) -> int:
-        """Write a new complete parameter version atomically; returns its number."""
+        """Write a new complete parameter version atomically; returns its number.
+
+        The document is checked first (:class:`ParamsDocument`): a malformed one is refused
+        with a :class:`ParamsDocumentError` naming the field, and nothing is written."""
+        try:
+            checked = ParamsDocument.from_dict(body)
+        except ParamsDocumentError as err:
+            raise err.within("parameter document refused, nothing published") from None
         self.con.execute("BEGIN")
         try:
             version = self.con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0]
-            document = dict(body, version=int(version))
+            document = dict(body, format=checked.format, version=int(version))
             self.con.execute(
                 "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
                 [version, json.dumps(document)],
@@ -312,7 +393,7 @@ class Store:
         DuckDB any Python-side table imports pandas (~0.5 s). Each question's top answer
         is named in SQL from its options.
         """
-        import os
+        # lazy: pyarrow (and tempfile) stay off the start-up of `doxa belief`: only large read logs need them
         import tempfile
 
         import pyarrow as pa
@@ -375,13 +456,13 @@ class Store:
         return [{"from": f, "to": t, "kind": k} for f, t, k in rows]
 
     def instructions(self, subjects: list[str] | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions"
+        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer, given_by FROM instructions"
         params: list[Any] = []
         if subjects is not None:
             sql += " WHERE list_contains(?, subject)"
             params.append(list(subjects))
         rows = self.execute(sql + " ORDER BY given_at, id", params).fetchall()
-        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer")
+        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer", "by")
         return [dict(zip(keys, r)) for r in rows]
 
     def question_ids_for_subject(self, subject: str) -> list[str]:
@@ -396,6 +477,13 @@ class Store:
             [list(subjects)]).fetchall()
         return [r[0] for r in rows]
 
+    def newest_evidence_time(self) -> datetime | None:
+        """When the newest message was sent or the newest settlement made (None: neither yet)."""
+        row = self.con.execute(
+            "SELECT greatest((SELECT max(sent_at) FROM messages), (SELECT max(settled_at) FROM settlements))"
+        ).fetchone()
+        return row[0] if row else None
+
     def counts(self) -> dict[str, int]:
         tables = ("subjects", "relations", "sources", "messages", "questions", "readings",
                   "settlements", "rejections", "instructions", "params", "reads")
@@ -407,13 +495,13 @@ class Store:
         return evidence_sql.explain_rows(self, question_id, at)
 
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT question, answer, settled_at, how, settled_by FROM settlements"
+        sql = "SELECT question, answer, settled_at, how, settled_by, note, p_before, params_version FROM settlements"
         params: list[Any] = []
         if question_ids is not None:
             sql += " WHERE list_contains(?, question)"
             params.append(list(question_ids))
         rows = self.execute(sql + " ORDER BY settled_at, question", params).fetchall()
-        keys = ("question", "answer", "settled_at", "how", "by")
+        keys = ("question", "answer", "settled_at", "how", "by", "note", "p_before", "params_version")
         return [dict(zip(keys, r)) for r in rows]
 
     def rejections(self, question_id: str) -> list[dict[str, Any]]:

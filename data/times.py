@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+#: "No cut-off": later than any time a store holds (ISO 8601 stops at year 9999).
+FAR_FUTURE = datetime(9999, 1, 1)
+
 
 def parse_time(value: object) -> datetime:
     """ISO 8601 date or date-time → naive UTC datetime; raises ValueError saying what is accepted."""
@@ -21,7 +24,12 @@ def parse_time(value: object) -> datetime:
     else:
         raise ValueError(f"time must be an ISO 8601 string, got {type(value).__name__}")
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:
+            # 0001-01-01T00:00+14:00 is a moment of year 0 in UTC: Python's datetimes stop at year 1
+            raise ValueError(f"time {value!r} lies outside the years 1 to 9999 once converted to UTC: "
+                             "give a time within them") from None
     return moment
 
 

@@ -6,21 +6,30 @@ Arrow tables inserted with one ``INSERT … SELECT`` per table.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 import duckdb
 import pyarrow as pa
 
 from .ingest import IngestError, ParsedBatch, Problem, fingerprint
+from .search import TOKEN_SPLIT
 
 MAX_PROBLEMS = 1000
 
 
 class _Problems(list):
-    def add(self, line: int, message: str) -> None:
+    """Problems kept up to MAX_PROBLEMS; ``dropped`` counts the rest."""
+
+    dropped = 0
+
+    def add(self, line: int, reason: str, fix: str = "", field: str = "") -> None:
         if len(self) < MAX_PROBLEMS:
-            self.append(Problem(line, message))
+            self.append(Problem(line, reason, fix, field))
+        else:
+            self.dropped += 1
+
+
+NEVER_EDITED = "records are never edited; use a new id"
 
 
 def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, tuple]:
@@ -34,6 +43,23 @@ def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, 
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
+#: An unknown id is answered with at most this many of the closest known ones.
+KNOWN_SHOWN = 5
+
+
+def _known(con, table: str, name: str, also: set[str]) -> str:
+    """' (known: 'a', 'b', … of N)': the ids closest to ``name``, so a typo's fix is in the message."""
+    rows = con.execute(
+        f"SELECT id, count(*) OVER () FROM {table} ORDER BY jaro_winkler_similarity(id, ?) DESC, id LIMIT ?",
+        [name, KNOWN_SHOWN]).fetchall()
+    closest = [r[0] for r in rows] or sorted(also)[:KNOWN_SHOWN]
+    total = rows[0][1] if rows else len(also)
+    if not closest:
+        return f" (there are no {table} yet)"
+    more = f", … {total} in all" if total > len(closest) else ""
+    return f" (known {table}, closest first: {', '.join(repr(c) for c in closest)}{more})"
+
+
 def _dedupe(items, key, problems: _Problems, what: str, same):
     """Keep the first record per key; a later record with the same key must be identical."""
     kept: dict[Any, tuple[int, Any]] = {}
@@ -42,34 +68,89 @@ def _dedupe(items, key, problems: _Problems, what: str, same):
         if k in kept:
             first_line, first = kept[k]
             if not same(first, record):
-                problems.add(line, f"{what} {k!r} was already given differently on line {first_line}: "
-                                   "records are never edited; use a new id")
+                problems.add(line, f"{what} {k!r} was already given differently on line {first_line}",
+                             NEVER_EDITED)
             continue
         kept[k] = (line, record)
     return list(kept.values())
 
 
+def _subjects(items, stored: dict[str, tuple], problems: _Problems):
+    """Apply the subject rule (see :func:`write_batch`) to this file's subject records.
+
+    Returns ``(new, updated)``: records of new ids, and ``(id, name, aliases)`` of stored
+    (or earlier-in-file) subjects that gain aliases.
+    """
+    current: dict[str, tuple[int | None, str, list[str]]] = {
+        sid: (None, name, list(aliases)) for sid, (name, aliases) in stored.items()}
+    new_ids: list[str] = []
+    for line, r in items:
+        before = current.get(r.id)
+        if before is None:
+            current[r.id] = (line, r.name, list(r.aliases))
+            new_ids.append(r.id)
+            continue
+        first_line, name, aliases = before
+        where = f"on line {first_line}" if first_line is not None else "in the store"
+        if r.name != name:
+            problems.add(line, f"subject {r.id!r} is named {name!r} {where}, not {r.name!r}",
+                         f"a subject keeps its name: give {r.name!r} as one of its aliases", "name")
+            continue
+        dropped = [a for a in aliases if a not in r.aliases]
+        if dropped:
+            problems.add(line, f"subject {r.id!r} would lose the aliases {dropped} it has {where}",
+                         "aliases are only ever added: list every alias it has, then the new ones", "aliases")
+            continue
+        added = [a for a in r.aliases if a not in aliases]
+        if added:
+            current[r.id] = (first_line if first_line is not None else line, name, aliases + added)
+    new = [(sid, current[sid][1], current[sid][2]) for sid in new_ids]
+    updated = [(sid, name, aliases) for sid, (_, name, aliases) in current.items()
+               if sid in stored and list(stored[sid][1]) != aliases]
+    return new, updated
+
+
 def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
-                extra_writers: Mapping[str, "ExtraWriter"] | None = None) -> dict[str, int]:
-    """Write a parsed batch in one transaction; ``extra_writers`` writes record types beyond the core ones."""
-    problems = _Problems()
+                extra_writers: Mapping[str, "ExtraWriter"] | None = None, *, also=None) -> dict[str, int]:
+    """Check every reference and edit rule of a parsed file, then write it in one transaction.
+
+    ``extra_writers`` writes record types beyond the core ones (the organizer's operations).
+    ``also(con)``, when given, runs inside that transaction after the rows are written (the state of
+    a remembered message commits or rolls back with its records).
+
+    The problems of both passes (each line on its own, then references) are reported
+    together, sorted by line. Records already stored unchanged are skipped. Apart from
+    subjects, a record that would change a stored one is refused.
+
+    **The subject rule.** A subject record whose id is already stored (or given earlier
+    in the same file) must keep that subject's name and every one of its aliases; it
+    may add aliases. The added aliases are written and reported as
+    ``subjects_updated``; an identical record is nothing new; a different name or a
+    missing alias is refused (to rename, add the new name as an alias).
+    """
+    problems = _Problems(batch.problems)
     by = batch.by_type
+    broken = batch.broken_ids
     eq = lambda a, b: a == b  # noqa: E731 - records are frozen pydantic models
 
-    subjects = _dedupe(by.get("subject", []), lambda r: r.id, problems, "subject", eq)
     sources = _dedupe(by.get("source", []), lambda r: r.id, problems, "source", eq)
     questions = _dedupe(by.get("question", []), lambda r: r.id, problems, "question", eq)
     messages = _dedupe(by.get("message", []), lambda r: r.id, problems, "message", eq)
     readings = _dedupe(by.get("reading", []), lambda r: (r.message, r.question, r.reader), problems, "reading", eq)
     instructions = _dedupe(by.get("instruction", []), lambda r: r.id, problems, "instruction", eq)
     relations = by.get("relation", [])
-    settlements = by.get("settlement", [])
-    rejections = by.get("rejection", [])
+    settlements = _dedupe(by.get("settlement", []), lambda r: (r.question, r.at, r.answer), problems,
+                          "settlement of", eq)
+    rejections = _dedupe(by.get("rejection", []), lambda r: (r.question, r.answer, r.at), problems,
+                         "rejection of", eq)
     others = {t: v for t, v in by.items() if t not in {
         "subject", "source", "question", "message", "reading", "instruction", "relation", "settlement", "rejection"}}
 
     # --- what the store already holds, for the ids this batch touches -------------------
-    subject_ids = {r.id for _, r in subjects}
+    subject_records = by.get("subject", [])
+    stored_subjects = _existing(con, "subjects", {r.id for _, r in subject_records}, "name, aliases")
+    new_subjects, updated_subjects = _subjects(subject_records, stored_subjects, problems)
+    subject_ids = {r.id for _, r in subject_records} | broken.get("subject", set())
     wanted_subjects = ({r.subject for _, r in questions if r.subject}
                        | {r.from_ for _, r in relations} | {r.to for _, r in relations}
                        | {r.subject for _, r in instructions if r.subject})
@@ -79,36 +160,59 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     for line, r in sources:
         old = stored_sources.get(r.id)
         if old is not None and (list(old[0]) != r.layers or old[1] != r.trust):
-            problems.add(line, f"source {r.id!r} is stored with layers {list(old[0])} and trust {old[1]}: "
-                               "sources are never edited; use a new source id")
+            problems.add(line, f"source {r.id!r} is stored with layers {list(old[0])} and trust {old[1]}",
+                         "sources are never edited; use a new source id")
     source_ids = {r.id for _, r in sources}
     msg_sources = {r.source for _, r in messages} - source_ids
     source_paths = {r.id: r.path for _, r in sources}
     for sid, (layers, _trust) in _existing(con, "sources", msg_sources, "layers, trust").items():
         source_paths[sid] = "/".join([*layers, sid])
 
-    stored_questions = _existing(con, "questions", {r.id for _, r in questions}, "options, kind, shape")
+    stored_questions = _existing(con, "questions", {r.id for _, r in questions}, "options, kind, shape, subject, text")
     for line, r in questions:
         old = stored_questions.get(r.id)
-        if old is not None and (list(old[0]) != r.options or old[1] != r.kind):
-            problems.add(line, f"question {r.id!r} is stored with kind {old[1]!r} and options {list(old[0])}: "
-                               "use a new question id, or the organizer's merge/split operations")
+        if old is None:
+            continue
+        options, kind, shape, subject, text = old
+        if list(options) != r.options or kind != r.kind:
+            problems.add(line, f"question {r.id!r} is stored with kind {kind!r} and options {list(options)}",
+                         "use a new question id, or the organizer's merge/split operations")
+        else:
+            stored = {"shape": shape, "subject": subject, "text": text}
+            differ = [name for name, value in stored.items() if getattr(r, name) != value]
+            if differ:
+                problems.add(line, f"question {r.id!r} is stored with another {differ[0]} "
+                                   f"({stored[differ[0]]!r})",
+                             "questions are never edited: give the new wording its own question id "
+                             "(and `doxa merge` the two if they ask the same)", differ[0])
     question_options = {r.id: r.options for _, r in questions}
     referenced_q = ({r.question for _, r in readings} | {r.question for _, r in settlements}
                     | {r.question for _, r in rejections}
                     | {r.rests_on["question"] for _, r in instructions if r.rests_on}) - set(question_options)
     for qid, (options, _kind, _shape) in _existing(con, "questions", referenced_q, "options, kind, shape").items():
         question_options[qid] = list(options)
+    known_q = lambda qid: _known(con, "questions", qid, set(question_options))  # noqa: E731
+    known_s = lambda sid: _known(con, "subjects", sid, known_subjects)  # noqa: E731
+    broken_questions = broken.get("question", set())
 
     stored_messages = _existing(con, "messages", {r.id for _, r in messages}, "source, sent_at, text")
     for line, r in messages:
         old = stored_messages.get(r.id)
         if old is not None and (old[0] != r.source or old[1] != r.sent_at or old[2] != r.text):
-            problems.add(line, f"message {r.id!r} is stored with other content: evidence is never edited; "
-                               "give the new message its own id")
-    message_ids = {r.id for _, r in messages}
+            problems.add(line, f"message {r.id!r} is stored with other content",
+                         "evidence is never edited; give the new message its own id")
+    message_ids = {r.id for _, r in messages} | broken.get("message", set())
     missing_msgs = {r.message for _, r in readings} - message_ids
     message_ids |= set(_existing(con, "messages", missing_msgs, "source"))
+
+    stored_instructions = _existing(con, "instructions", {r.id for _, r in instructions},
+                                    "subject, text, given_at, rests_on_question, rests_on_answer")
+    for line, r in instructions:
+        old = stored_instructions.get(r.id)
+        rests = (r.rests_on["question"], r.rests_on["answer"]) if r.rests_on else (None, None)
+        if old is not None and old != (r.subject, r.text, r.at, *rests):
+            problems.add(line, f"instruction {r.id!r} is stored with other content (text {old[1]!r})",
+                         "instructions are never edited: give the new instruction its own id")
 
     stored_readings: dict = {}
     reading_keys = [(r.message, r.question, r.reader) for _, r in readings]
@@ -120,35 +224,43 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         stored_readings = {(m, q, rd): (list(p), u1, u2, o) for m, q, rd, p, u1, u2, o in rows}
 
     # --- references, line by line --------------------------------------------------------
+    def unknown_subject(line: int, sid: str, where: str = "", field_name: str = "subject") -> None:
+        problems.add(line, f"unknown subject {sid!r}{where}", "add a subject record for it first", field_name)
+
     for line, r in questions:
         if r.subject and r.subject not in known_subjects:
-            problems.add(line, f"unknown subject {r.subject!r}: add a subject record for it first")
+            unknown_subject(line, r.subject, known_s(r.subject))
     for line, r in relations:
-        for end in (r.from_, r.to):
+        for end, name in ((r.from_, "from"), (r.to, "to")):
             if end not in known_subjects:
-                problems.add(line, f"unknown subject {end!r} in relation: add a subject record for it first")
+                unknown_subject(line, end, " in relation", name)
     for line, r in instructions:
         if r.subject and r.subject not in known_subjects:
-            problems.add(line, f"unknown subject {r.subject!r}: add a subject record for it first")
+            unknown_subject(line, r.subject, known_s(r.subject))
         if r.rests_on:
             opts = question_options.get(r.rests_on["question"])
             if opts is None:
-                problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}")
+                if r.rests_on["question"] not in broken_questions:
+                    problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}"
+                                       f"{known_q(r.rests_on['question'])}",
+                                 "add the question record first, or drop rests_on", "rests_on.question")
             elif r.rests_on["answer"] not in opts:
                 problems.add(line, f"rests_on answer {r.rests_on['answer']!r} is not an option of "
-                                   f"{r.rests_on['question']!r}: options are {opts}")
+                                   f"{r.rests_on['question']!r}", f"options are {opts}", "rests_on.answer")
+    broken_sources = broken.get("source", set())
     for line, r in messages:
-        if r.source not in source_paths:
-            problems.add(line, f"unknown source {r.source!r}: add a source record (with its layers) first")
+        if r.source not in source_paths and r.source not in broken_sources:
+            problems.add(line, f"unknown source {r.source!r}", "add a source record (with its layers) first", "source")
 
     reading_rows: list[tuple] = []
     for line, r in readings:
         opts = question_options.get(r.question)
         if r.message not in message_ids:
-            problems.add(line, f"unknown message {r.message!r}: ingest the message before its readings")
+            problems.add(line, f"unknown message {r.message!r}", "ingest the message before its readings", "message")
             continue
         if opts is None:
-            problems.add(line, f"unknown question {r.question!r}: add a question record first")
+            if r.question not in broken_questions:
+                problems.add(line, f"unknown question {r.question!r}", "add a question record first", "question")
             continue
         keys = set(r.probs)
         if keys != set(opts):
@@ -159,14 +271,16 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 detail.append(f"missing {missing}")
             if extra:
                 detail.append(f"not options of {r.question!r}: {extra}")
-            problems.add(line, f"probs must cover exactly the options {opts} ({'; '.join(detail)})")
+            problems.add(line, f"probs must cover exactly the options {opts} ({'; '.join(detail)})",
+                         "give one probability per option of the question", "probs")
             continue
         probs = [float(r.probs[o]) for o in opts]
         old = stored_readings.get((r.message, r.question, r.reader))
         if old is not None:
             if old != (probs, r.unclear, r.unrelated, r.one_off):
                 problems.add(line, f"a reading of {r.message!r} for {r.question!r} by {r.reader!r} is stored "
-                                   "with other values: readings are never edited; use a new reader name or version")
+                                   "with other values",
+                             "readings are never edited; use a new reader name or version")
             continue
         reading_rows.append((r.message, r.question, r.reader, r.reader_version, probs,
                              r.unclear, r.unrelated, r.one_off))
@@ -175,10 +289,15 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         for line, r in items:
             opts = question_options.get(r.question)
             if opts is None:
-                problems.add(line, f"unknown question {r.question!r} in {kind}: add a question record first")
+                if r.question not in broken_questions:
+                    problems.add(line, f"unknown question {r.question!r} in {kind}{known_q(r.question)}",
+                                 "add a question record first",
+                                 "question")
             elif r.answer not in opts:
-                problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}: "
-                                   f"options are {opts}")
+                problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}",
+                             f"options are {opts}", "answer")
+    _check_settlements(con, settlements, problems)
+    _check_rejections(con, rejections, question_options, problems)
 
     writers = extra_writers or {}
     extra_writers = []
@@ -192,18 +311,21 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         handler.check(con, items, batch, problems)
 
     if problems:
-        raise IngestError(list(problems), total=len(problems))
+        raise IngestError(list(problems), total=len(problems) + problems.dropped)
 
     # --- write --------------------------------------------------------------------------
     counts: dict[str, int] = {}
     con.execute("BEGIN")
     try:
-        if subjects:
+        if new_subjects:
             counts["subjects"] = _insert(con, "subjects", {
-                "id": [r.id for _, r in subjects], "name": [r.name for _, r in subjects],
-                "aliases": pa.array([r.aliases for _, r in subjects], pa.list_(pa.string())),
-            }, conflict="ON CONFLICT (id) DO UPDATE SET name = excluded.name, aliases = excluded.aliases",
-                new_only_key="id")
+                "id": [sid for sid, _, _ in new_subjects], "name": [name for _, name, _ in new_subjects],
+                "aliases": pa.array([aliases for _, _, aliases in new_subjects], pa.list_(pa.string())),
+            }, conflict="ON CONFLICT DO NOTHING")
+        if updated_subjects:
+            for sid, _name, aliases in updated_subjects:  # a few per file: aliases are added by hand
+                con.execute("UPDATE subjects SET aliases = ?::VARCHAR[] WHERE id = ?", [aliases, sid]).fetchall()
+            counts["subjects_updated"] = len(updated_subjects)
         if relations:
             counts["relations"] = _insert(con, "relations", {
                 "from_id": [r.from_ for _, r in relations], "to_id": [r.to for _, r in relations],
@@ -220,7 +342,9 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "id": [r.id for _, r in questions], "subject": [r.subject for _, r in questions],
                 "kind": [r.kind for _, r in questions], "text": [r.text for _, r in questions],
                 "shape": [r.shape for _, r in questions],
-                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string()))},
+                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string())),
+                "created_by": [r.created_by or "organizer" for _, r in questions],
+                "instructions_version": pa.array([r.instructions_version for _, r in questions], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if messages:
             new_msgs = [(line, r) for line, r in messages if r.id not in stored_messages]
@@ -245,7 +369,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
             counts["settlements"] = _insert(con, "settlements", {
                 "question": [r.question for _, r in settlements], "answer": [r.answer for _, r in settlements],
                 "settled_at": pa.array([r.at for _, r in settlements], pa.timestamp("us")),
-                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements]},
+                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements],
+                "note": pa.array([r.note for _, r in settlements], pa.string()),
+                "p_before": pa.array([r.p_before for _, r in settlements], pa.float64()),
+                "params_version": pa.array([r.params_version for _, r in settlements], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if rejections:
             counts["rejections"] = _insert(con, "rejections", {
@@ -257,17 +384,68 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "id": [r.id for _, r in instructions], "subject": [r.subject for _, r in instructions],
                 "text": [r.text for _, r in instructions],
                 "given_at": pa.array([r.at for _, r in instructions], pa.timestamp("us")),
+                "given_by": [r.by for _, r in instructions],
                 "rests_on_question": [r.rests_on["question"] if r.rests_on else None for _, r in instructions],
                 "rests_on_answer": [r.rests_on["answer"] if r.rests_on else None for _, r in instructions]},
                 conflict="ON CONFLICT DO NOTHING")
         for handler, items in extra_writers:
             counts.update(handler.write(con, items))
         complete_readings(con)
+        if also is not None:
+            also(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
     return {k: v for k, v in counts.items() if v}
+
+
+def _check_settlements(con, settlements, problems: _Problems) -> None:
+    """Refuse two different answers settled for one question at one instant (in the file or against the store)."""
+    if not settlements:
+        return
+    rows = con.execute(
+        """SELECT question, settled_at, answer, how, settled_by, note FROM settlements
+           WHERE question IN (SELECT unnest(?::VARCHAR[]))""",
+        [sorted({r.question for _, r in settlements})]).fetchall()
+    answers: dict[tuple, tuple[int | None, str]] = {(q, at): (None, a) for q, at, a, *_ in rows}
+    stored = {(q, at, a): (how, by, note) for q, at, a, how, by, note in rows}
+    for line, r in settlements:
+        old = stored.get((r.question, r.at, r.answer))
+        if old is not None and old != (r.how, r.by, r.note):
+            problems.add(line, f"this settlement of {r.question!r} is stored with how {old[0]!r} and by {old[1]!r}"
+                               + (f" and note {old[2]!r}" if old[2] else ""),
+                         "settlements are never edited: settle again at a later time")
+            continue
+        first = answers.setdefault((r.question, r.at), (line, r.answer))
+        if first[1] != r.answer:
+            where = f"line {first[0]}" if first[0] is not None else "the store"
+            problems.add(line, f"{r.question!r} is settled as {first[1]!r} at {r.at.isoformat()} by {where}; "
+                               f"this says {r.answer!r} at the same instant",
+                         "one question has one answer at a time: drop one, or give the later one its own time", "at")
+
+
+def _check_rejections(con, rejections, question_options: dict[str, list[str]], problems: _Problems) -> None:
+    """Refuse the rejection that would leave a question no possible answer."""
+    if not rejections:
+        return
+    rows = con.execute(
+        "SELECT question, answer FROM rejections WHERE question IN (SELECT unnest(?::VARCHAR[]))",
+        [sorted({r.question for _, r in rejections})]).fetchall()
+    rejected: dict[str, set[str]] = {}
+    for q, a in rows:
+        rejected.setdefault(q, set()).add(a)
+    for line, r in sorted(rejections, key=lambda item: item[0]):
+        opts = question_options.get(r.question)
+        if opts is None or r.answer not in opts:
+            continue  # reported above
+        now = rejected.setdefault(r.question, set())
+        if r.answer not in now and len(now | {r.answer}) == len(opts):
+            problems.add(line, f"this rejection would reject every option of {r.question!r} {opts}",
+                         "at least one answer must stay possible: settle the question with the right one, "
+                         "or split it if no option fits", "answer")
+            continue
+        now.add(r.answer)
 
 
 def _insert(con, table: str, columns: dict[str, Any], *, conflict: str, new_only_key: str | None = None) -> int:
@@ -295,18 +473,24 @@ def complete_readings(con) -> None:
     ).fetchall()
 
 
+def insert_terms(con, messages_sql: str) -> None:
+    """Full-text terms of the messages ``messages_sql`` selects (columns ``id``, ``text``), cut by
+    search's tokeniser; BM25 statistics are computed at query time."""
+    con.execute(
+        f"""INSERT INTO message_terms
+            SELECT id, term, count(*)::INTEGER FROM (
+                SELECT id, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
+                FROM ({messages_sql}))
+            WHERE length(term) > 0 GROUP BY id, term"""
+    ).fetchall()
+
+
 def _index_terms(con, ids: list[str], texts: list[str]) -> None:
-    """Full-text terms of new messages (BM25 statistics are computed at query time)."""
+    """Full-text terms of new messages."""
     arrow = pa.table({"id": ids, "text": texts})
     con.register("_stage_terms", arrow)
     try:
-        con.execute(
-            r"""INSERT INTO message_terms
-                SELECT id, term, count(*)::INTEGER FROM (
-                    SELECT id, unnest(regexp_split_to_array(lower(text), '[^\p{L}\p{N}]+')) AS term
-                    FROM _stage_terms)
-                WHERE length(term) > 0 GROUP BY id, term"""
-        ).fetchall()
+        insert_terms(con, "SELECT id, text FROM _stage_terms")
     finally:
         con.unregister("_stage_terms")
 
@@ -321,4 +505,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-__all__ = ["write_batch", "ExtraWriter", "json"]
+__all__ = ["write_batch", "ExtraWriter"]

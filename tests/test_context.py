@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import doxa
 import records as R
-from doxa.data import search as S
+from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.times import parse_time
@@ -38,7 +38,7 @@ def test_one_hop_out_surfaces_that_sam_is_vegetarian(demo):
     assert sam.hop == 1 and sam.top == "vegetarian" and not sam.ask
     assert sam.answers == demo.belief("sam.diet", NOW).answers
     # …which no search on "Maya" finds: none of the messages about Sam's diet is a hit
-    hits = {h.message for h in S.search_messages(demo.store, S.tokenize(demo.store, "Maya"), limit=1000)}
+    hits = {h.message for h in search.search_messages(demo.store, search.tokenize(demo.store, "Maya"), limit=1000)}
     sam_messages = {m for (m,) in demo.store.execute("SELECT message FROM readings WHERE question = 'sam.diet'").fetchall()}
     assert sam_messages and not hits & sam_messages
 
@@ -231,3 +231,29 @@ def test_a_related_subjects_question_that_matches_at_all_ranks_above_a_named_one
     assert sam.hop == 1 and sam.bm25 > 0 and sam.matched == [] and sam.lexicon == ["dinner → diet"]
     unmatched = [q for q in ctx.questions if q.hop == 0 and q.bm25 == 0]
     assert unmatched and all(order.index("sam.diet") < order.index(q.question) for q in unmatched)
+
+
+def test_a_named_subjects_question_matching_the_task_outranks_a_one_hop_lexicon_guess():
+    """Issue 10, point 8: "text my flatmate about the lease" is about Tom's lease, not Priya's phone."""
+    mem = doxa.open(":memory:", log_reads=False)
+    mem.ingest([
+        R.subject("tom", "Tom", ["my flatmate"]), R.subject("priya", "Priya"), R.relation("tom", "priya", "partner"),
+        R.source("landlord", ["business", "email"]), R.source("priya-chat", ["person", "self", "chat"]),
+        R.question("tom.moving_out", ["yes", "no"], kind="moving_out", subject="tom", text="Is Tom moving out?",
+                   shape="yes_no"),
+        R.question("tom.diet", ["vegetarian", "eats meat"], kind="diet", subject="tom", text="What does Tom eat?"),
+        R.question("priya.phone", ["+44 7700 900123", "+44 7700 900456"], kind="phone_number", subject="priya",
+                   text="What is Priya's phone number?"),
+        R.question("priya.diet", ["vegetarian", "eats meat"], kind="diet", subject="priya",
+                   text="What does Priya eat?"),
+        R.message("e1", "landlord", "2026-05-01", "Tom's lease ends in March and he is leaving the flat."),
+        R.reading("e1", "tom.moving_out", {"yes": 0.9, "no": 0.1}),
+        R.message("p1", "priya-chat", "2026-05-02", "New number: text me on +44 7700 900456"),
+        R.reading("p1", "priya.phone", {"+44 7700 900123": 0.05, "+44 7700 900456": 0.95}),
+    ])
+    ctx = context(mem, "text my flatmate about the lease", at=datetime(2026, 6, 1))
+    order = [q.question for q in ctx.questions]
+    assert order[:2] == ["tom.moving_out", "priya.phone"]
+    assert "lease in its evidence" in ctx.questions[0].reason
+    # the lift is for a match of the task's own words: one hop out still beats a named question matching nothing
+    assert order.index("priya.phone") < order.index("tom.diet")

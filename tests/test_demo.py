@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import doxa
 from doxa.cli.main import app
-from doxa.data.demo import DEMO_NOW, demo_records
+from doxa.data.demo import DEMO_DB, DEMO_NOW, demo_records, is_demo_store
 from doxa.data.times import parse_time
 
 
@@ -92,5 +92,46 @@ def test_demo_runs_as_text_and_starts_fresh_each_time(tmp_path):
     assert "maya.favourite_flower" in first.stdout and "Instruction" in first.stdout
     second = runner.invoke(app, ["demo", "--db", path, "--json"])
     assert second.exit_code == 0, second.output
-    # everything is new again: the second run did not reuse the first run's store
+    # everything is new again: the second run replaced the store the first run made
     assert json.loads(second.stdout)["added"]["messages"] == sum(r["type"] == "message" for r in demo_records())
+
+
+def _user_store(path) -> dict[str, int]:
+    with doxa.open(str(path)) as memory:
+        memory.ingest(demo_records()[:12])
+        return memory.store.counts()
+
+
+def test_demo_refuses_a_store_it_did_not_make_and_leaves_it_as_it_was(tmp_path):
+    path = tmp_path / "mine.duckdb"
+    before = _user_store(path)
+    result = CliRunner().invoke(app, ["demo", "--db", str(path)])
+    assert result.exit_code == 1
+    assert "is not a demo store" in result.output and "without --db" in result.output
+    with doxa.open(str(path)) as memory:
+        assert memory.store.counts() == before
+
+
+def test_demo_refuses_a_file_that_is_not_a_store_and_a_directory(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my own notes, not a store\n")
+    result = CliRunner().invoke(app, ["demo", "--db", str(notes)])
+    assert result.exit_code == 1 and "is not a demo store" in result.output
+    assert notes.read_text() == "my own notes, not a store\n"
+    folder = CliRunner().invoke(app, ["demo", "--db", str(tmp_path)])
+    assert folder.exit_code == 1 and "is a directory" in folder.output
+
+
+def test_demo_writes_its_own_file_whatever_doxa_db_names(tmp_path, monkeypatch):
+    """$DOXA_DB and ./doxa.duckdb are the user's default store: the demo touches neither."""
+    monkeypatch.chdir(tmp_path)
+    mine, default = tmp_path / "real.duckdb", tmp_path / "doxa.duckdb"
+    before_mine, before_default = _user_store(mine), _user_store(default)
+    monkeypatch.setenv("DOXA_DB", str(mine))
+    result = CliRunner().invoke(app, ["demo", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["db"] == DEMO_DB and is_demo_store(tmp_path / DEMO_DB)
+    assert not is_demo_store(mine) and not is_demo_store(default)
+    for path, before in ((mine, before_mine), (default, before_default)):
+        with doxa.open(str(path)) as memory:
+            assert memory.store.counts() == before

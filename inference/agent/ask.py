@@ -1,7 +1,7 @@
 """A question nobody prepared: `doxa ask "Does Maya have allergies?" --subject maya --options yes,no`.
 
 Because every message is kept, a new question can be answered from old evidence then
-and there (DESIGN §5):
+and there (docs/design.md §5):
 
 1. the question is created as an organizer record (text, subject, kind, options: never
    a probability); asking again with the same words reuses it;
@@ -28,6 +28,8 @@ from doxa.data import subject_match
 from doxa.data.errors import StoreError
 
 from doxa.inference.read.memory import Belief, Memory
+
+from .readers import ReaderError, reader_from_env
 
 DEFAULT_LIMIT = 20
 
@@ -132,8 +134,6 @@ def ask(
     question = {k: record[k] for k in ("id", "subject", "kind", "text", "shape", "options")}
 
     if reader is None and use_env:
-        from .readers import reader_from_env
-
         reader = reader_from_env()
     if reader is None:
         hits = search.search_messages(store, terms, subject=subject, limit=limit, include_assistant=False)
@@ -159,8 +159,6 @@ def read_question(
     Messages already read for the question are skipped. Used by :func:`ask` and by
     `doxa replay --read` for questions no reading carried over to.
     """
-    from .readers import ReaderError
-
     store = memory.store
     q = store.question(question_id)
     subject_name = None

@@ -1,4 +1,4 @@
-"""What a task needs to know: `doxa context "book Maya's birthday dinner"` (DESIGN §5).
+"""What a task needs to know: `doxa context "book Maya's birthday dinner"` (docs/design.md §5).
 
 Beliefs form a graph: subjects → their questions; subjects → related subjects. For a
 task, :func:`context`
@@ -23,7 +23,14 @@ task, :func:`context`
    named subject before the same of a related one, and a related subject's question that
    matches the task at all (even through the lexicon alone) before a named subject's
    question that matches nothing: a match lifts its question by one more FLOOR, which one
-   hop's halving cannot undo;
+   hop's halving cannot undo.
+
+   A question of a subject the task names that also matches one of the task's own words
+   (in its text or its evidence, not only through the lexicon) is lifted by
+   ``NAMED_MATCH_LIFT``, above every other question. "text my flatmate about the lease"
+   names Tom and his lease: his question about the lease answers the task; Priya's phone
+   number, one hop out and reached only through the lexicon's guess "text → phone", is
+   context, however well that guess scores;
 4. returns every answer of each with its probability, an ``ask`` flag where the top
    answer is below the act threshold (an uncertain answer is shown as uncertain, not
    hidden), and a one-line reason;
@@ -45,13 +52,18 @@ from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data import subject_match
 
-from doxa.inference.read.memory import Belief, Memory, utc_now
+from doxa.inference.read.feedback import instruction_contradicted
+from doxa.inference.read.memory import Belief, Memory, as_moment, utc_now
 
 #: Weight of a question that matches no word of the task, relative to the best match (a
 #: question that matches anything gets twice that, plus its share of the best score).
 FLOOR = 0.1
 #: Each hop along a relation halves a question's relevance.
 HOP_DECAY = 0.5
+#: Added to the relevance of a named subject's question that matches a word of the task
+#: itself: the most any other question reaches (a named subject's best match, 2·FLOOR + 1),
+#: so each such question ranks above every question without the lift.
+NAMED_MATCH_LIFT = 2 * FLOOR + 1.0
 DEFAULT_LIMIT = 20
 
 
@@ -166,14 +178,16 @@ def context(
     memory: Memory,
     task: str,
     *,
-    at: datetime | None = None,
+    at: datetime | str | None = None,
     act_at: float | None = None,
     limit: int | None = DEFAULT_LIMIT,
 ) -> Context:
-    """Everything ``task`` needs from memory: ranked beliefs, instructions, conflicts."""
+    """Everything ``task`` needs from memory: ranked beliefs, instructions, conflicts.
+
+    ``at``: None (now), an ISO 8601 string or a datetime, as for :meth:`Memory.belief`."""
     store = memory.store
     act_at = memory.act_at if act_at is None else act_at
-    at = at or utc_now()
+    at = as_moment(at) or utc_now()
     named = subject_match.match_subjects(store, task)
     related: list[dict[str, Any]] = []
     seen = {s["id"] for s in named}
@@ -211,6 +225,8 @@ def context(
         hop = subject["hop"] if subject else None
         rel = (r["score"] / best) if best > 0 else 0.0
         relevance = (FLOOR * (2.0 if r["score"] > 0 else 1.0) + rel) * (HOP_DECAY ** (hop or 0))
+        if hop == 0 and (r["matched"] or r["evidence"]):
+            relevance += NAMED_MATCH_LIFT
         scored.append((relevance, hop if hop is not None else 9, r, subject))
     scored.sort(key=lambda x: (-x[0], x[1], x[2]["id"]))
     truncated = 0
@@ -272,7 +288,7 @@ def _instruction(memory: Memory, row: dict[str, Any], beliefs: dict[str, Belief]
                     "rests on, so doxa can tell you when the evidence turns against it")
         return out
     belief = beliefs.get(rests_q)
-    if belief is None or belief.top is None or belief.top == rests_a:
+    if belief is None or not instruction_contradicted(belief.top, rests_a):
         return out
     evidence = _strongest_against(memory, rests_q, at)
     quote = ""
@@ -298,4 +314,4 @@ def _strongest_against(memory: Memory, question_id: str, at: datetime) -> dict[s
     return {"message": best.message, "text": best.text, "source": best.source, "sent_at": best.sent_at}
 
 
-__all__ = ["context", "Context", "ContextQuestion", "ContextInstruction", "FLOOR", "HOP_DECAY"]
+__all__ = ["context", "Context", "ContextQuestion", "ContextInstruction", "FLOOR", "HOP_DECAY", "NAMED_MATCH_LIFT"]

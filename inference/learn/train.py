@@ -1,4 +1,4 @@
-"""The nightly job (DESIGN §4): load → fit → calibrate → publish, atomically.
+"""The nightly job (docs/design.md §4): load → fit → calibrate → publish, atomically.
 
 1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
 2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`).
@@ -26,7 +26,8 @@ import numpy as np
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.document import derived_from_document
-from doxa.inference.learn.fit import BeliefFit
+from doxa.inference.learn.fit import BeliefFit, FitDiverged, NothingToFit
+from doxa.model import logistic
 from doxa.model.filter import filter_evidence
 from doxa.model.structure import ModelStructure
 
@@ -64,6 +65,7 @@ class TrainResult:
             "seconds": round(self.seconds, 2),
             "fit_seconds": diag.get("seconds"),
             "converged": diag.get("converged"),
+            "refit": diag.get("refit"),
             "confusion": diag.get("confusion"),
             "n_readings": diag.get("n_readings"),
             "n_settlements": diag.get("n_settlements"),
@@ -148,8 +150,7 @@ def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: in
     moved: list[dict[str, Any]] = []
 
     def logit(p: float) -> float:
-        p = min(max(p, 1e-6), 1 - 1e-6)
-        return math.log(p / (1 - p))
+        return float(logistic.logit(min(max(p, 1e-6), 1 - 1e-6)))
 
     before_trust = previous.get("trust", {})
     for node, entry in current.get("trust", {}).items():
@@ -170,7 +171,8 @@ def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: in
                           "after": entry["temperature"],
                           "size": abs(math.log(entry["temperature"] / old["temperature"]))})
     moved.sort(key=lambda m: -m["size"])
-    return [dict(m, size=round(m["size"], 4)) for m in moved[:top]]
+    # a change below display precision is the fit's noise, not news
+    return [dict(m, size=round(m["size"], 4)) for m in moved[:top] if m["size"] >= 1e-3]
 
 
 def posterior_dir_for(db_path: str) -> Path | None:
@@ -181,7 +183,7 @@ def posterior_dir_for(db_path: str) -> Path | None:
 
 def inference_data(fit: BeliefFit):
     """Posterior draws as ArviZ InferenceData (one chain; draws from the variational guide)."""
-    import arviz as az
+    import arviz as az  # lazy: arviz and xarray load only to write posterior draws
 
     s, d = fit.structure_, fit.draws_
     posterior = {
@@ -228,15 +230,46 @@ def inference_data(fit: BeliefFit):
     return idata
 
 
+#: A fit that diverges is run once more from the start at this fraction of its learning rate.
+REFIT_LEARNING_RATE_FACTOR = 0.4
+
+
+def fit_or_refit(evidence, options: dict[str, Any]) -> tuple[BeliefFit, dict[str, Any] | None]:
+    """The fit, run again once at a smaller learning rate if it diverges.
+
+    Adam's steps can carry a variational scale far enough out that a draw underflows (seen
+    on a 12-person world at 0.05; 0.02 converged). The second run starts from scratch, so a
+    fit that converges the first time is exactly what it was. Returns the fit and, when it
+    was refitted, where and why the first diverged; a second divergence raises.
+    """
+    try:
+        return BeliefFit(**options).fit(evidence), None
+    except FitDiverged as first:
+        rate = options.get("learning_rate", BeliefFit().learning_rate) * REFIT_LEARNING_RATE_FACTOR
+        try:
+            fit = BeliefFit(**dict(options, learning_rate=rate)).fit(evidence)
+        except FitDiverged as second:
+            raise FitDiverged(f"{second.reason} (also at learning rate {rate:.3g}, after diverging at step "
+                              f"{first.step} at the first rate: {first.reason})", second.step) from first
+        return fit, {"diverged_at_step": first.step, "reason": first.reason, "learning_rate": rate}
+
+
 def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: int | None = None,
           posterior_dir: str | os.PathLike | None = None, publish: bool = True, seed: int = 0,
           progress: bool = True, calibration_options: dict[str, Any] | None = None) -> TrainResult:
     """Run the nightly job on an open :class:`~doxa.data.store.Store`; returns what was published."""
     started = time.perf_counter()
     evidence = store.load_evidence(at)
+    if len(evidence.settle_q) == 0:
+        # unsupervised agreement alone would move every trust toward the pooled mean and away from
+        # the documented defaults; the nightly job learns from settled facts, so it waits for one
+        raise NothingToFit("no settlement to learn from: trust, base rates and change rates are learned from "
+                           "settled facts, so the defaults stay in use. Record what the user or the world says "
+                           "with `doxa correct`, `doxa approve` or `doxa outcome`, then train again")
     options = {"seed": seed, "progress": progress, **(fit_options or {})}
-    fit = BeliefFit(**options).fit(evidence)
+    fit, refit = fit_or_refit(evidence, options)
     document = fit.params_document()
+    document["diagnostics"]["refit"] = refit
 
     predictions = settlement_predictions(fit, evidence, folds=folds, seed=seed, progress=progress)
     calibration = OutputCalibration(seed=seed, **(calibration_options or {})).fit(predictions.probs, predictions.answer, predictions.question)

@@ -13,16 +13,18 @@ checked against outcomes later. Nothing here imports torch, pyro or pandas.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from collections.abc import Sequence
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from doxa.data.store import SMALL_LOG, Store, StoreError, from_days, to_days
 
-from . import params as P
+from . import feedback
+from .params import default_params, trust_for_source, with_defaults
 from . import scorer
 
 DEFAULT_ACT_AT = 0.8
@@ -30,6 +32,19 @@ DEFAULT_ACT_AT = 0.8
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def as_moment(at: "datetime | date | str | None") -> datetime | None:
+    """An ``at`` as every reading function takes it: None (now), an ISO 8601 string
+    ("2026-05-01", "2026-05-01T10:00:00+02:00"), a date, or a datetime (aware ones are
+    converted to UTC). Raises ValueError saying what is accepted."""
+    from doxa.data.times import parse_time
+
+    if at is None:
+        return None
+    if isinstance(at, date) and not isinstance(at, datetime):
+        at = datetime(at.year, at.month, at.day)
+    return parse_time(at)
 
 
 @dataclass
@@ -56,7 +71,7 @@ class Belief:
 
 @dataclass
 class EvidenceTerm:
-    """One evidence unit's contribution to a belief (DESIGN §3, 'explained term by term')."""
+    """One evidence unit's contribution to a belief (docs/design.md §3, "Explanations")."""
 
     message: str
     sent_at: str
@@ -200,18 +215,37 @@ class Memory:
     def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
         return self.store.ingest_lines(lines)
 
-    def ingest(self, records: Iterable[dict]) -> dict[str, int]:
-        return self.store.ingest_records(records)
+    def ingest(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
+        """Ingest records, all or nothing. ``also(con)`` runs inside the same transaction (see Store.ingest_batch)."""
+        return self.store.ingest_records(records, also=also)
+
+    # ---------------------------------------------------------------- raw messages
+    def remember(self, text: str, *, source: str, sent_at=None, **kwargs):
+        """Keep a raw message, have the organizer and the reader do their part, return the beliefs it moved.
+
+        See :func:`doxa.inference.agent.remember.remember` (``organizer=``, ``reader=``, ``keep_on_failure=``)."""
+        from doxa.inference.agent.remember import remember
+
+        return remember(self, text, source=source, sent_at=sent_at, **kwargs)
+
+    def organize(self, **kwargs):
+        """Finish the messages `remember` kept pending (see :func:`doxa.inference.agent.remember.organize_pending`)."""
+        from doxa.inference.agent.remember import organize_pending
+
+        return organize_pending(self, **kwargs)
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
         version, body = self.store.latest_params()
-        return P.with_defaults(body) if body is not None else P.default_params()
+        if body is None:
+            return default_params()
+        return with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
+                                     "a new one)")
 
     # ---------------------------------------------------------------- beliefs
     def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False,
                subjects: list[str] | None = None):
-        at = at or utc_now()
+        at = as_moment(at) or utc_now()
         evidence = self.store.load_evidence(at, question_ids, with_messages=with_messages, subjects=subjects)
         params = self.params()
         inputs = scorer.model_inputs(evidence, params)
@@ -221,7 +255,7 @@ class Memory:
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
-    def scored(self, question_ids: list[str] | None = None, at: datetime | None = None, *,
+    def scored(self, question_ids: list[str] | None = None, at: "datetime | str | None" = None, *,
                subjects: list[str] | None = None, act_at: float | None = None,
                with_messages: bool = False) -> tuple["BeliefList", Any]:
         """Beliefs of ``question_ids`` and of every question about ``subjects``, with the evidence
@@ -244,7 +278,7 @@ class Memory:
         self.store.log_reads([(b.question, at, list(b.answers.values()), b.top or "", b.p_top, b.params_version)
                               for b in found])
 
-    def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
+    def belief(self, question_id: str, at: "datetime | str | None" = None, *, act_at: float | None = None) -> Belief:
         self.store.question(question_id)  # clear error for unknown ids
         at, _, _, _, beliefs = self._score([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
@@ -253,7 +287,7 @@ class Memory:
         self._log(at, found)
         return found[0]
 
-    def beliefs(self, subject: str | None = None, at: datetime | None = None, *,
+    def beliefs(self, subject: str | None = None, at: "datetime | str | None" = None, *,
                 question_ids: list[str] | None = None, act_at: float | None = None) -> "BeliefList":
         """Every active belief (or a subject's, or the named questions'), in question-id order.
 
@@ -261,16 +295,20 @@ class Memory:
         whose :class:`Belief` objects are made only when an item is looked at.
         """
         if subject is not None:
-            question_ids = self.store.question_ids_for_subject(subject)
-            if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
-                raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
+            question_ids = self._subject_question_ids(subject)
         at, _, _, _, beliefs = self._score(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         self._log(at, found)
         return found
 
+    def _subject_question_ids(self, subject: str) -> list[str]:
+        question_ids = self.store.question_ids_for_subject(subject)
+        if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
+            raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
+        return question_ids
+
     # ---------------------------------------------------------------- explanations
-    def explain(self, question_id: str, at: datetime | None = None) -> Explanation:
+    def explain(self, question_id: str, at: "datetime | str | None" = None) -> Explanation:
         question = self.store.question(question_id)
         at, evidence, params, inputs, beliefs = self._score([question_id], at, with_messages=True)
         found = self._beliefs_from(at, beliefs, self.act_at)
@@ -310,7 +348,7 @@ class Memory:
             else:
                 llr = weight = None
                 stated = item["stated_trust"]
-                alpha, node = P.trust_for_source(params, item["path"], stated)
+                alpha, node = trust_for_source(params, item["path"], stated)
             terms.append(EvidenceTerm(
                 message=item["message"], sent_at=item["sent_at"].isoformat(), text=item["text"],
                 source=item["source"], source_path=item["path"], trust=alpha, trust_from=node,
@@ -326,5 +364,59 @@ class Memory:
             rejections=self.store.rejections(question_id), calibration=params["calibration"],
         )
 
+    # ---------------------------------------------------------------- feedback (settled facts)
+    # Each verb writes one docs/formats.md record through :meth:`ingest` and is idempotent; see
+    # doxa.inference.read.feedback for what is recorded and how a repeat is recognised.
+    def correct(self, question: str, answer: str, *, at: datetime | str | None = None,
+                by: str = "user") -> feedback.Feedback:
+        """The user corrected the assistant: ``question``'s answer is ``answer`` (a settlement)."""
+        return feedback.settle(self, "correct", question, answer, at=at, by=by)
 
-__all__ = ["Memory", "Belief", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "from_days", "np"]
+    def approve(self, question: str, answer: str | None = None, *, at: datetime | str | None = None,
+                by: str = "user") -> feedback.Feedback:
+        """The user approved what was proposed: ``answer``, by default the top answer at ``at``,
+        recorded with the probability doxa gave it then."""
+        return feedback.settle(self, "approve", question, answer, at=at, by=by)
+
+    def outcome(self, question: str, answer: str, *, how: str, at: datetime | str | None = None,
+                by: str = "world") -> feedback.Feedback:
+        """The world showed the answer (``how``: "the parcel arrived")."""
+        if not how or not how.strip():
+            raise feedback.FeedbackError("an outcome needs how the world showed it, e.g. how=\"the parcel arrived\"")
+        return feedback.settle(self, "outcome", question, answer, at=at, by=by, note=how)
+
+    def reject(self, question: str, answer: str, *, at: datetime | str | None = None,
+               by: str = "user") -> feedback.Feedback:
+        """The user says ``answer`` is not it: it reads 0 from ``at`` on."""
+        return feedback.reject(self, question, answer, at=at, by=by)
+
+    def instruct(self, subject: str | None, text: str, *, at: datetime | str | None = None, by: str = "user",
+                 rests_on: dict[str, str] | None = None) -> feedback.Feedback:
+        """A directive from the user (never a belief, never evidence); ``rests_on``:
+        ``{"question": ..., "answer": ...}``, the belief it presumes."""
+        return feedback.instruct(self, subject, text, at=at, by=by, rests_on=rests_on)
+
+    def uncertain(self, subject: str | None = None, at: datetime | None = None, *, act_at: float | None = None,
+                  limit: int | None = None) -> list[feedback.Uncertain]:
+        """The beliefs to ask about before acting — below the act threshold, or with an instruction
+        resting on another answer — most useful first (doxa.inference.read.feedback defines "useful")."""
+        question_ids = self._subject_question_ids(subject) if subject is not None else None
+        return feedback.uncertain(self, question_ids, at, act_at=act_at, limit=limit)
+
+
+@contextmanager
+def open_store(path=None, **kwargs) -> Iterator[Memory]:
+    """The store for one operation: opened here, closed (the file released) when the block ends.
+
+    Long-lived owners (the MCP server) open the store through this for every request rather
+    than hold the file, so other processes (`doxa train`, the CLI) can use it between requests.
+    """
+    memory = Memory.open(path, **kwargs)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+__all__ = ["Memory", "Belief", "open_store", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "as_moment",
+           "from_days", "np"]
