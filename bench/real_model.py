@@ -293,7 +293,7 @@ def tempered(options: np.ndarray, temperature: float) -> np.ndarray:
 
 def reader_scores(arrays: dict[str, np.ndarray], temperature: float | None) -> dict[str, Any]:
     """Accuracy, ECE, log-loss: stated option (options only) and full reading, raw and after ``τ``."""
-    from doxa.inference.learn.calibrate import metrics
+    from doxa.inference.learn.metrics import calibration_metrics as metrics
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from crowd import ece_noise_floor
