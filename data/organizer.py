@@ -49,7 +49,7 @@ from pydantic import Field, field_validator, model_validator
 from . import models
 from .errors import IngestError, Problem
 from .models import NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
-from .store import bind
+from .store import bind, in_read_session
 from .writer import ExtraWriter, register_writer
 
 if TYPE_CHECKING:
@@ -526,6 +526,7 @@ register_writer("undo", UndoRecord, ORGANIZER_WRITER)
 
 
 # ---------------------------------------------------------------------------- reading back
+@in_read_session
 def operations(store: "Store") -> list[dict[str, Any]]:
     """Every organizer operation in the order done: id, op, by, at, undone, and the record."""
     rows = store.con.execute(
@@ -559,7 +560,11 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
     Rows are not validated: use ``doxa ingest`` for anything from outside doxa. With
     ``index_terms``, messages that have no full-text terms yet are indexed afterwards.
     """
-    con = store.con
+    with store.writing():
+        return _insert_arrow(store.con, tables, index_terms)
+
+
+def _insert_arrow(con, tables: dict[str, pa.Table], index_terms: bool) -> dict[str, int]:
     counts = {}
     con.execute("BEGIN")
     try:
@@ -567,9 +572,10 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
             counts[table] = insert_arrow_con(con, table, arrow)
         if index_terms and "messages" in tables and "message_terms" not in tables:
             index_missing_terms(con)
-        from .writer import complete_readings
+        from .writer import complete_readings, mark_evidence_changed
 
         complete_readings(con)
+        mark_evidence_changed(con, [], structure=True)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -632,40 +638,8 @@ def replay(
 
     target = Store.open(target_path)
     try:
-        # read each result whole before the next query: a pending result dies with the next execute
-        tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
-        insert_arrow(target, tables, index_terms=False)
-        target.ingest_records(batch)
-
-        old = {r[0]: list(r[1]) for r in source.execute(
-            "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
-        ).fetchall()}
-        carried: dict[str, int] = {}
-        con = target.con
-        con.execute("BEGIN")
-        try:
-            for q in new_questions:
-                src_id = origin[q.id]
-                if src_id not in old:
-                    carried[q.id] = 0
-                    continue
-                omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
-                if omap.empty:
-                    carried[q.id] = 0
-                    continue
-                rows = _carried_readings(source.con, src_id, omap, None)
-                _insert_readings(con, q.id, rows)
-                carried[q.id] = len(rows)
-                src_q = {"id": src_id}
-                _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
-            _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
-            from .writer import complete_readings
-
-            complete_readings(con)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+        with target.writing(), source.reading():
+            carried, tables = _replay_into(source, target, batch, new_questions, origin)
     except Exception:
         target.close()
         raise
@@ -677,6 +651,46 @@ def replay(
         "unread": [qid for qid, n in carried.items() if n == 0],
     }
     return target, report
+
+
+def _replay_into(source, target, batch, new_questions, origin):
+    """Copy the kept evidence into ``target`` (both stores held for the whole copy)."""
+    # read each result whole before the next query: a pending result dies with the next execute
+    tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
+    insert_arrow(target, tables, index_terms=False)
+    target.ingest_records(batch)
+
+    old = {r[0]: list(r[1]) for r in source.execute(
+        "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
+    ).fetchall()}
+    carried: dict[str, int] = {}
+    con = target.con
+    con.execute("BEGIN")
+    try:
+        for q in new_questions:
+            src_id = origin[q.id]
+            if src_id not in old:
+                carried[q.id] = 0
+                continue
+            omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
+            if omap.empty:
+                carried[q.id] = 0
+                continue
+            rows = _carried_readings(source.con, src_id, omap, None)
+            _insert_readings(con, q.id, rows)
+            carried[q.id] = len(rows)
+            src_q = {"id": src_id}
+            _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
+        _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
+        from .writer import complete_readings, mark_evidence_changed
+
+        complete_readings(con)
+        mark_evidence_changed(con, [], structure=True)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return carried, tables
 
 
 def _as_table(arrow) -> pa.Table:

@@ -37,6 +37,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .store import in_read_session
+
 if TYPE_CHECKING:
     from .evidence import Evidence
     from .store import Store
@@ -87,6 +89,7 @@ def _join_key(term: str) -> str:
     return f"left({term}, {MIN_PREFIX_CHARS})"
 
 
+@in_read_session
 def tokenize(store: "Store", text: str) -> list[str]:
     """The terms of ``text`` exactly as ingest indexes them (in order, with repeats)."""
     # NUL is no letter (it splits words either way) and cannot sit in an inlined SQL literal
@@ -151,6 +154,7 @@ def _subject_mentions_sql(subject: str) -> str:
         WHERE q.subject = {subj}"""
 
 
+@in_read_session
 def search_messages(
     store: "Store",
     terms: list[str],
@@ -326,6 +330,7 @@ def bm25(query_terms: list[str], documents: list[list[str]]) -> tuple[list[float
 SHORT_LABEL_CHARS = 6
 
 
+@in_read_session
 def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     """Subjects whose name, id or an alias appears in ``text``, as whole words in order.
 
@@ -357,6 +362,7 @@ def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     return [found[k] for k in sorted(found)]
 
 
+@in_read_session
 def subject_labels(store: "Store", subject_ids: list[str]) -> dict[str, list[str]]:
     """Name, id and aliases of each of these subjects."""
     if not subject_ids:
@@ -372,6 +378,7 @@ def subject_label_terms(store: "Store", subject_ids: list[str]) -> set[str]:
     return {w for labels in subject_labels(store, subject_ids).values() for label in labels for w in words(label)}
 
 
+@in_read_session
 def neighbours(store: "Store", subject_ids: list[str]) -> list[dict[str, Any]]:
     """Subjects one relation away from any of ``subject_ids`` (either direction), not among them.
 
@@ -526,6 +533,7 @@ def evidence_term_frequencies(
     return out
 
 
+@in_read_session
 def rank_questions(
     store: "Store",
     terms: list[str],

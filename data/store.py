@@ -7,9 +7,11 @@ touches the connection; the scorer and the fit receive numpy arrays
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,10 +23,9 @@ from .errors import IngestError, Problem, StoreError
 from .evidence import Evidence, QuestionTable
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _FAR_FUTURE = datetime(9999, 1, 1)
-#: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
-SMALL_LOG = 5000
+from .read_log import SMALL_LOG  # noqa: E402 - re-exported: up to this many reads are logged as JSON Lines
 
 
 def default_db_path() -> str:
@@ -105,50 +106,184 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                    r.top, r.p_top, r.params_version
             FROM reads r JOIN questions q ON q.id = r.question;
     """),
+    # Version 3: reads arrive through side files (data/read_log.py), and each question's
+    # filter state is kept (inference/states.py); see docs/concurrency.md.
+    "2": ("3", """
+        CREATE TABLE IF NOT EXISTS read_logs (name VARCHAR PRIMARY KEY, folded_at TIMESTAMP NOT NULL);
+        CREATE TABLE IF NOT EXISTS evidence_epochs (question VARCHAR PRIMARY KEY, epoch BIGINT NOT NULL);
+        CREATE TABLE IF NOT EXISTS belief_states (question VARCHAR PRIMARY KEY, params_version INTEGER NOT NULL,
+                                    epoch BIGINT NOT NULL, last_t DOUBLE, state DOUBLE[] NOT NULL,
+                                    n_evidence INTEGER NOT NULL, n_settled INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('evidence_epoch', '0'), ('structure_epoch', '0') ON CONFLICT DO NOTHING;
+    """),
 }
 
 
-class Store:
-    """An open doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block."""
+def _reads(method):
+    """Run a Store method inside a read session (a no-op when one is already open)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
-        self.con = con
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.reading():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def in_read_session(function):
+    """Run ``function(store, …)`` inside a read session of ``store`` (for data-layer queries)."""
+
+    @functools.wraps(function)
+    def wrapper(store, *args, **kwargs):
+        with store.reading():
+            return function(store, *args, **kwargs)
+
+    return wrapper
+
+
+class Store:
+    """A doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block.
+
+    A store on disk holds its DuckDB file only inside a *session*: :meth:`reading` opens it
+    read-only (any number of processes may read at once), :meth:`writing` read-write (one
+    process at a time), each waiting with backoff while another process holds it
+    (:mod:`doxa.data.connection`), and the outermost session closes it again, so a
+    long-lived owner (an application's ``doxa.open``, a server) never locks other processes
+    out between operations. Sessions nest; a write inside a read reopens the file
+    read-write. The public methods below run in a session of their own when none is open.
+    ``con`` outside any session opens the file read-write and keeps it until :meth:`close`
+    or :meth:`release` (for code that drives DuckDB directly). See docs/concurrency.md.
+    A ``:memory:`` store keeps its one connection for its whole life.
+    """
+
+    def __init__(self, path: str, *, read_only: bool = False, lock_timeout: float | None = None):
         self.path = path
+        self.read_only = read_only
+        self.lock_timeout = lock_timeout
+        self.in_memory = path == ":memory:"
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._mode: str | None = None  # "read" or "write": how the open connection holds the file
+        self._depth = 0
         self._one_thread = False
+        #: read-log side files this process folded into ``reads`` (a count, for reports)
+        self.folded_reads = 0
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None, *, read_only: bool = False, create: bool = True) -> "Store":
+    def open(cls, path: str | os.PathLike | None = None, *, read_only: bool = False, create: bool = True,
+             check: bool = True, lock_timeout: float | None = None) -> "Store":
+        """A store at ``path`` (``None``: ``$DOXA_DB`` or ./doxa.duckdb), created unless ``create=False``.
+
+        ``check`` opens the file once to create it or bring its schema up to date, and to
+        report a file that is no doxa store now rather than at the first read; the file is
+        released again before this returns.
+        """
         path = str(path) if path is not None else default_db_path()
-        if path != ":memory:" and not create and not Path(path).exists():
+        exists = path == ":memory:" or Path(path).exists()
+        if not exists and not create:
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
-        try:
-            con = duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as err:
-            raise StoreError(f"cannot open {path}: {err}. Is another doxa process writing to it?") from err
-        # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
-        con.execute("SET enable_progress_bar = false")
-        store = cls(con, path)
-        if not read_only:
-            store._ensure_schema()
+        if not exists and read_only:
+            raise StoreError(f"no doxa store at {path}: a read-only store must exist")
+        store = cls(path, read_only=read_only, lock_timeout=lock_timeout)
+        if store.in_memory:
+            store._connect("write")
+        elif check or not exists:
+            with store.session("write" if not exists else "read"):
+                pass
         return store
 
     @classmethod
     def memory(cls) -> "Store":
         return cls.open(":memory:")
 
-    def _ensure_schema(self) -> None:
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The open connection; outside a session, one opened now and kept until :meth:`release`."""
+        if self._con is None:
+            self._connect("read" if self.read_only else "write")
+        return self._con
+
+    def reading(self):
+        """A session that reads: the file held read-only until the outermost session ends."""
+        return self.session("read")
+
+    def writing(self):
+        """A session that writes: the file held read-write (other processes wait) until it ends."""
+        return self.session("write")
+
+    @contextlib.contextmanager
+    def session(self, mode: str):
+        if self.in_memory:
+            yield self
+            return
+        if mode == "write" and self.read_only:
+            raise StoreError(f"{self.path} was opened read-only: open it without read_only to change it")
+        opened_here = self._con is None
+        if opened_here:
+            self._connect(mode)
+        elif mode == "write" and self._mode == "read":
+            self._disconnect()
+            self._connect("write")
+        self._depth += 1
         try:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            yield self
+        finally:
+            self._depth -= 1
+            if opened_here:
+                self._disconnect()
+
+    def _connect(self, mode: str) -> None:
+        from . import connection, read_log
+
+        path = self.path
+        read_only = mode == "read" and not self.in_memory
+        if read_only and not Path(path).exists():
+            read_only, mode = False, "write"
+        con = connection.connect(path, read_only=read_only, timeout=self.lock_timeout)
+        # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
+        con.execute("SET enable_progress_bar = false")
+        self._con, self._mode, self._one_thread = con, mode, False
+        try:
+            if mode == "read":
+                version = self._schema_version()
+                if version != SCHEMA_VERSION:  # an old or new store: only a writer may change it
+                    self._disconnect()
+                    self._connect("write")
+                return
+            self._ensure_schema()
+            if not self.in_memory:
+                self.folded_reads += read_log.fold(con, path)
+        except BaseException:
+            self._disconnect()
+            raise
+
+    def _disconnect(self) -> None:
+        if self._con is not None:
+            con, self._con, self._mode = self._con, None, None
+            con.close()
+
+    def release(self) -> None:
+        """Close the file now (it reopens at the next use); a no-op for ``:memory:`` and inside a session."""
+        if not self.in_memory and self._depth == 0:
+            self._disconnect()
+
+    def _schema_version(self) -> str | None:
+        try:
+            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except duckdb.CatalogException:
-            row = None
-        if row is not None:
-            if row[0] != SCHEMA_VERSION:
-                self._migrate(row[0])
+            return None
+        return row[0] if row else None
+
+    def _ensure_schema(self) -> None:
+        version = self._schema_version()
+        if version is not None:
+            if version != SCHEMA_VERSION:
+                self._migrate(version)
             return
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
-        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?), ('evidence_epoch', '0'), "
+                         "('structure_epoch', '0')", [SCHEMA_VERSION]).fetchall()
         self.con.execute("COMMIT")
 
     def _migrate(self, version: str) -> None:
@@ -172,7 +307,7 @@ class Store:
         return self.con.execute(bind(sql, params))
 
     def close(self) -> None:
-        self.con.close()
+        self._disconnect()
 
     def __enter__(self) -> "Store":
         return self
@@ -206,10 +341,12 @@ class Store:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
     def ingest_batch(self, batch) -> dict[str, int]:
+        """Write validated records in one transaction (the file is held only for this write)."""
         from . import writer
 
-        self.use_one_thread(False)
-        return writer.write_batch(self.con, batch)
+        with self.writing():
+            self.use_one_thread(False)
+            return writer.write_batch(self.con, batch)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -224,6 +361,7 @@ class Store:
             self._one_thread = one
 
     # ------------------------------------------------------------------ questions & evidence
+    @_reads
     def question_table(self, ids: list[str] | None = None, *, subjects: list[str] | None = None,
                        include_inactive: bool = False) -> QuestionTable:
         """Questions (active ones unless ``include_inactive``) in id order: all of them, or those
@@ -281,6 +419,7 @@ class Store:
                     else np.zeros(0, dtype=np.int64))
         return cols, [list(o) for o in cols["options"]], keys, group_of
 
+    @_reads
     def load_evidence(
         self,
         at: datetime | None = None,
@@ -298,6 +437,7 @@ class Store:
         return evidence_sql.load(self, at, question_ids, with_messages=with_messages, subjects=subjects)
 
     # ------------------------------------------------------------------ params
+    @_reads
     def latest_params(self) -> tuple[int | None, dict[str, Any] | None]:
         row = self.con.execute(
             "SELECT version, body FROM params WHERE complete ORDER BY version DESC LIMIT 1"
@@ -306,45 +446,64 @@ class Store:
             return None, None
         return int(row[0]), json.loads(row[1])
 
+    @_reads
     def params_versions(self) -> list[dict[str, Any]]:
         rows = self.con.execute(
             "SELECT version, created_at, complete FROM params ORDER BY version"
         ).fetchall()
         return [{"version": v, "created_at": c.isoformat(), "complete": bool(ok)} for v, c, ok in rows]
 
+    @_reads
     def params_body(self, version: int) -> dict[str, Any]:
         row = self.execute("SELECT body FROM params WHERE version = ?", [version]).fetchone()
         if row is None:
             raise StoreError(f"no parameter version {version}: `doxa train` publishes versions")
         return json.loads(row[0])
 
-    def publish_params(self, body: dict[str, Any]) -> int:
-        """Write a new complete parameter version atomically; returns its number."""
-        self.con.execute("BEGIN")
-        try:
-            version = self.con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0]
-            document = dict(body, version=int(version))
-            self.con.execute(
-                "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
-                [version, json.dumps(document)],
-            ).fetchall()
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
-        return int(version)
+    def publish_params(self, body: dict[str, Any], *, before_commit=None) -> int:
+        """Write a new complete parameter version atomically; returns its number.
+
+        ``before_commit(version, con)`` runs inside the transaction, after the version's
+        number is known and before it becomes visible: what it writes, or puts in place on
+        disk, is part of the version (an exception there publishes nothing).
+        """
+        with self.writing():
+            con = self.con
+            con.execute("BEGIN")
+            try:
+                version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0])
+                document = dict(body, version=version)
+                con.execute(
+                    "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
+                    [version, json.dumps(document)],
+                ).fetchall()
+                if before_commit is not None:
+                    before_commit(version, con)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return version
 
     # ------------------------------------------------------------------ reads log
     def log_reads(self, rows: list[tuple[str, datetime, list[float], str, float, int | None]]) -> None:
         """rows: (question, asked_at, probabilities in option order, top, p_top, params_version).
 
-        A literal INSERT: any Arrow or pandas hand-over imports pandas (~0.5 s), too dear
+        On disk the rows go to a side file (:mod:`doxa.data.read_log`): a read never waits
+        for the write lock, and the next writer folds the file into ``reads``. A literal
+        INSERT in memory: any Arrow or pandas hand-over imports pandas (~0.5 s), too dear
         for the few reads of a `doxa belief`; many reads go through :meth:`log_belief_matrix`.
         """
         if not rows:
             return
+        if not self.in_memory:
+            from . import read_log
+
+            read_log.append_rows(self.path, rows)
+            return
+        read_at = datetime.now(timezone.utc).replace(tzinfo=None)
         values = ",\n".join(
-            f"({sql_literal(q)}, {sql_literal(at)}, now()::TIMESTAMP, "
+            f"({sql_literal(q)}, {sql_literal(at)}, {sql_literal(read_at)}, "
             f"[{', '.join(repr(float(x)) for x in probs)}]::DOUBLE[], {sql_literal(top)}, "
             f"{sql_literal(float(p))}, {sql_literal(v)})" for q, at, probs, top, p, v in rows)
         self.con.execute(
@@ -355,48 +514,36 @@ class Store:
                           n_options: np.ndarray, params_version: int | None) -> None:
         """Log many reads at once from the scorer's arrays (``probs`` (Q, K_max), rounded to 1e-6).
 
-        The rows go through a temporary Parquet file that DuckDB reads natively: handing
-        DuckDB any Python-side table imports pandas (~0.5 s). Each question's top answer
-        is named in SQL from its options.
+        On disk: one Parquet side file (see :meth:`log_reads`). In memory the Arrow table is
+        inserted directly. Each question's top answer is named in SQL from its options.
         """
-        import os
-        import tempfile
+        from . import read_log
 
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        def buffer_array(values: np.ndarray, kind) -> "pa.Array":
-            return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
-
-        k = np.asarray(n_options, dtype=np.int64)
-        mask = np.arange(probs.shape[1])[None, :] < k[:, None]
-        rounded = np.round(probs, 6)
-        offsets = np.zeros(len(k) + 1, dtype=np.int32)
-        offsets[1:] = np.cumsum(k)
-        encoded = [str(q).encode("utf-8") for q in question_ids.tolist()]
-        text_offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-        text_offsets[1:] = np.cumsum([len(e) for e in encoded])
-        table = pa.Table.from_arrays(
-            [pa.StringArray.from_buffers(len(encoded), pa.py_buffer(text_offsets), pa.py_buffer(b"".join(encoded))),
-             pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(rounded[mask], pa.float64())),
-             buffer_array(np.argmax(rounded, axis=1).astype(np.int64), pa.int64()),
-             buffer_array(rounded.max(axis=1), pa.float64())],
-            names=["question", "probs", "top", "p_top"],
-        )
-        handle, path = tempfile.mkstemp(suffix=".parquet", prefix="doxa-reads-")
-        os.close(handle)
+        if not self.in_memory:
+            read_log.append_matrix(self.path, question_ids, asked_at, probs, n_options, params_version)
+            return
+        self.con.register("_doxa_reads", read_log.matrix_table(question_ids, asked_at, probs, n_options,
+                                                              params_version))
         try:
-            pq.write_table(table, path, compression="none")
-            self.execute(
-                f"""INSERT INTO reads (question, asked_at, read_at, probs, top, p_top, params_version)
-                    SELECT s.question, ?, now()::TIMESTAMP, s.probs,
-                           CASE WHEN s.p_top > 0 THEN q.options[s.top + 1] ELSE '' END, s.p_top, ?
-                    FROM read_parquet({sql_literal(path)}) s JOIN questions q ON q.id = s.question""",
-                [asked_at, params_version],
-            ).fetchall()
+            self.con.execute(
+                """INSERT INTO reads (question, asked_at, read_at, probs, top, p_top, params_version)
+                   SELECT s.question, s.asked_at, s.read_at, s.probs,
+                          CASE WHEN s.p_top > 0 THEN q.options[s.top + 1] ELSE '' END, s.p_top, s.params_version
+                   FROM _doxa_reads s JOIN questions q ON q.id = s.question""").fetchall()
         finally:
-            os.unlink(path)
+            self.con.unregister("_doxa_reads")
 
+    def fold_reads(self) -> int:
+        """Fold the read log's side files into ``reads`` now (every write does it anyway)."""
+        before = self.folded_reads
+        with self.writing():
+            if self._depth > 1 and not self.in_memory:  # the file was already open for writing
+                from . import read_log
+
+                self.folded_reads += read_log.fold(self.con, self.path)
+        return self.folded_reads - before
+
+    @_reads
     def question(self, question_id: str) -> dict[str, Any]:
         row = self.execute(
             "SELECT id, subject, kind, text, shape, options, status FROM questions WHERE id = ?", [question_id]
@@ -413,14 +560,17 @@ class Store:
         ).fetchone()
         return f" (did you mean {row[0]!r}?)" if row else ""
 
+    @_reads
     def subjects(self) -> list[dict[str, Any]]:
         rows = self.con.execute("SELECT id, name, aliases FROM subjects ORDER BY id").fetchall()
         return [{"id": i, "name": n, "aliases": list(a)} for i, n, a in rows]
 
+    @_reads
     def relations(self) -> list[dict[str, str]]:
         rows = self.con.execute("SELECT from_id, to_id, kind FROM relations ORDER BY 1, 2, 3").fetchall()
         return [{"from": f, "to": t, "kind": k} for f, t, k in rows]
 
+    @_reads
     def instructions(self, subjects: list[str] | None = None) -> list[dict[str, Any]]:
         sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions"
         params: list[Any] = []
@@ -434,6 +584,7 @@ class Store:
     def question_ids_for_subject(self, subject: str) -> list[str]:
         return self.question_ids_for_subjects([subject])
 
+    @_reads
     def question_ids_for_subjects(self, subjects: list[str]) -> list[str]:
         """The active questions about any of ``subjects``, in id order."""
         if not subjects:
@@ -443,18 +594,26 @@ class Store:
             [list(subjects)]).fetchall()
         return [r[0] for r in rows]
 
+    @_reads
     def counts(self) -> dict[str, int]:
         tables = ("subjects", "relations", "sources", "messages", "questions", "readings",
                   "settlements", "rejections", "instructions", "params", "reads")
         sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in tables)
-        return {name: int(n) for name, n in self.con.execute(sql).fetchall()}
+        counts = {name: int(n) for name, n in self.con.execute(sql).fetchall()}
+        if not self.in_memory:  # reads logged in side files count as logged
+            from . import read_log
 
+            counts["reads"] += read_log.pending_rows(self.path, self.con)
+        return counts
+
+    @_reads
     def evidence_for_explain(self, question_id: str, at: datetime | None) -> list[dict[str, Any]]:
         """Every reading of a question with why it does or does not count (for `doxa explain`)."""
         from . import evidence_sql
 
         return evidence_sql.explain_rows(self, question_id, at)
 
+    @_reads
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:
         sql = "SELECT question, answer, settled_at, how, settled_by FROM settlements"
         params: list[Any] = []
@@ -465,6 +624,7 @@ class Store:
         keys = ("question", "answer", "settled_at", "how", "by")
         return [dict(zip(keys, r)) for r in rows]
 
+    @_reads
     def rejections(self, question_id: str) -> list[dict[str, Any]]:
         rows = self.execute(
             "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ? ORDER BY rejected_at",

@@ -261,6 +261,9 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
         for handler, items in extra_writers:
             counts.update(handler.write(con, items))
         complete_readings(con)
+        touched = ({row[1] for row in reading_rows} | {r.question for _, r in settlements}
+                   | {r.question for _, r in rejections})
+        mark_evidence_changed(con, touched, structure=bool(extra_writers))
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -281,6 +284,31 @@ def _insert(con, table: str, columns: dict[str, Any], *, conflict: str, new_only
     finally:
         con.unregister(name)
     return int(after - before)
+
+
+def mark_evidence_changed(con, question_ids, *, structure: bool = False) -> int | None:
+    """Advance the store's evidence epoch for a write that changed these questions' evidence.
+
+    Kept filter states (``belief_states``) computed before count no more for them; with
+    ``structure`` (a merge, split or undo: questions come and go, evidence moves between
+    them) for every question. Call inside the writing transaction. Returns the new epoch.
+    """
+    question_ids = sorted(question_ids)
+    if not question_ids and not structure:
+        return None
+    epoch = int(con.execute(
+        "UPDATE meta SET value = (value::BIGINT + 1)::VARCHAR WHERE key = 'evidence_epoch' RETURNING value"
+    ).fetchone()[0])
+    if question_ids:
+        con.register("_touched", pa.table({"question": question_ids}))
+        try:
+            con.execute(f"""INSERT INTO evidence_epochs SELECT question, {epoch} FROM _touched
+                            ON CONFLICT (question) DO UPDATE SET epoch = excluded.epoch""").fetchall()
+        finally:
+            con.unregister("_touched")
+    if structure:
+        con.execute(f"UPDATE meta SET value = '{epoch}' WHERE key = 'structure_epoch'").fetchall()
+    return epoch
 
 
 def complete_readings(con) -> None:
@@ -327,4 +355,4 @@ def register_writer(type_name: str, model: type, writer: ExtraWriter) -> None:
     EXTRA_WRITERS[type_name] = writer
 
 
-__all__ = ["write_batch", "register_writer", "ExtraWriter", "json"]
+__all__ = ["write_batch", "mark_evidence_changed", "register_writer", "ExtraWriter", "json"]

@@ -169,6 +169,12 @@ def context(
     limit: int | None = DEFAULT_LIMIT,
 ) -> Context:
     """Everything ``task`` needs from memory: ranked beliefs, instructions, conflicts."""
+    with memory.store.reading():  # one read-only hold of the store for the whole context
+        return _context(memory, task, at=at, act_at=act_at, limit=limit)
+
+
+def _context(memory: Memory, task: str, *, at: datetime | None, act_at: float | None,
+             limit: int | None) -> Context:
     store = memory.store
     act_at = memory.act_at if act_at is None else act_at
     at = at or utc_now()

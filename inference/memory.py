@@ -181,8 +181,10 @@ class Memory:
         self.log_reads = log_reads
 
     @classmethod
-    def open(cls, path=None, **kwargs) -> "Memory":
-        return cls(Store.open(path), **kwargs)
+    def open(cls, path=None, *, lock_timeout: float | None = None, **kwargs) -> "Memory":
+        """A Memory over the store at ``path``; the file is held only while an operation runs
+        (see :class:`~doxa.data.store.Store`), so other processes read and write it meanwhile."""
+        return cls(Store.open(path, lock_timeout=lock_timeout), **kwargs)
 
     def close(self) -> None:
         self.store.close()
@@ -205,7 +207,7 @@ class Memory:
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
-        version, body = self.store.latest_params()
+        version, body = self.store.latest_params()  # a read session of its own unless one is open
         return P.with_defaults(body) if body is not None else P.default_params()
 
     # ---------------------------------------------------------------- beliefs
@@ -227,7 +229,9 @@ class Memory:
         """Beliefs of ``question_ids`` and of every question about ``subjects``, with the evidence
         they were computed from (``with_messages``: message ids and texts too). Nothing is logged:
         log what is answered with :meth:`log`."""
-        at, evidence, _, _, beliefs = self._score(question_ids, at, with_messages=with_messages, subjects=subjects)
+        with self.store.reading():
+            at, evidence, _, _, beliefs = self._score(question_ids, at, with_messages=with_messages,
+                                                      subjects=subjects)
         return self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at), evidence
 
     def log(self, at: datetime, found: "Sequence[Belief]") -> None:
@@ -245,8 +249,9 @@ class Memory:
                               for b in found])
 
     def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
-        self.store.question(question_id)  # clear error for unknown ids
-        at, _, _, _, beliefs = self._score([question_id], at)
+        with self.store.reading():
+            self.store.question(question_id)  # clear error for unknown ids
+            at, _, _, _, beliefs = self._score([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         if not found:
             raise StoreError(f"question {question_id!r} is not active (merged or split): `doxa beliefs` lists active ones")
@@ -260,17 +265,22 @@ class Memory:
         The result is a :class:`BeliefList`: a sequence computed as arrays in one pass,
         whose :class:`Belief` objects are made only when an item is looked at.
         """
-        if subject is not None:
-            question_ids = self.store.question_ids_for_subject(subject)
-            if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
-                raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
-        at, _, _, _, beliefs = self._score(question_ids, at)
+        with self.store.reading():
+            if subject is not None:
+                question_ids = self.store.question_ids_for_subject(subject)
+                if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
+                    raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
+            at, _, _, _, beliefs = self._score(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         self._log(at, found)
         return found
 
     # ---------------------------------------------------------------- explanations
     def explain(self, question_id: str, at: datetime | None = None) -> Explanation:
+        with self.store.reading():
+            return self._explain(question_id, at)
+
+    def _explain(self, question_id: str, at: datetime | None) -> Explanation:
         question = self.store.question(question_id)
         at, evidence, params, inputs, beliefs = self._score([question_id], at, with_messages=True)
         found = self._beliefs_from(at, beliefs, self.act_at)
