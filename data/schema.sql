@@ -168,7 +168,7 @@ CREATE TABLE IF NOT EXISTS belief_states (
     params_version INTEGER NOT NULL,
     epoch          BIGINT NOT NULL,
     last_t         DOUBLE,
-    state          DOUBLE[] NOT NULL,
+    state          BLOB NOT NULL,       -- float64 values, one per option, bit for bit
     n_evidence     INTEGER NOT NULL,
     n_settled      INTEGER NOT NULL
 );

@@ -112,7 +112,7 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
         CREATE TABLE IF NOT EXISTS read_logs (name VARCHAR PRIMARY KEY, folded_at TIMESTAMP NOT NULL);
         CREATE TABLE IF NOT EXISTS evidence_epochs (question VARCHAR PRIMARY KEY, epoch BIGINT NOT NULL);
         CREATE TABLE IF NOT EXISTS belief_states (question VARCHAR PRIMARY KEY, params_version INTEGER NOT NULL,
-                                    epoch BIGINT NOT NULL, last_t DOUBLE, state DOUBLE[] NOT NULL,
+                                    epoch BIGINT NOT NULL, last_t DOUBLE, state BLOB NOT NULL,
                                     n_evidence INTEGER NOT NULL, n_settled INTEGER NOT NULL);
         INSERT INTO meta VALUES ('evidence_epoch', '0'), ('structure_epoch', '0') ON CONFLICT DO NOTHING;
     """),
@@ -167,6 +167,8 @@ class Store:
         self._one_thread = False
         #: read-log side files this process folded into ``reads`` (a count, for reports)
         self.folded_reads = 0
+        #: called with what an ingest changed, inside its write session (the Memory refreshes kept states)
+        self.on_evidence_change = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -346,7 +348,11 @@ class Store:
 
         with self.writing():
             self.use_one_thread(False)
-            return writer.write_batch(self.con, batch)
+            changes: dict[str, Any] = {}
+            added = writer.write_batch(self.con, batch, changes)
+            if changes and self.on_evidence_change is not None:
+                self.on_evidence_change(changes)  # still holding the file: nothing came in between
+            return added
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -381,6 +387,7 @@ class Store:
             n_options=np.asarray([len(o) for o in options], dtype=np.int64),
             options_key=keys,
             option_group=group_of.astype(np.int64),
+            id_hash=np.asarray(cols["h"], dtype=np.uint64),
         )
 
     _OPTIONS_KEY = "kind || chr(31) || array_to_string(options, chr(31))"
@@ -388,7 +395,8 @@ class Store:
     def _all_questions(self, include_inactive: bool):
         where = "" if include_inactive else "WHERE status = 'active'"
         cols = self.execute(
-            f"SELECT id, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where} ORDER BY id"
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where} "
+            "ORDER BY id"
         ).fetchnumpy()
         # questions of one kind mostly share their options: fetch each distinct list once
         # (100,000 per-question lists cost ~0.3 s to bring into Python)
@@ -408,7 +416,7 @@ class Store:
         chosen = (["id IN (SELECT unnest(?))"] if ids else []) + (["subject IN (SELECT unnest(?))"] if subjects
                                                                    else [])
         cols = self.execute(
-            f"SELECT id, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
             f"FROM questions WHERE {' OR '.join(chosen) or 'false'} ORDER BY id",
             [x for x in (ids, subjects) if x]).fetchnumpy()
         if not include_inactive:  # in numpy: the status test costs more in SQL than the rest of the query
@@ -542,6 +550,107 @@ class Store:
 
                 self.folded_reads += read_log.fold(self.con, self.path)
         return self.folded_reads - before
+
+    # ------------------------------------------------------------------ kept filter states
+    @_reads
+    def evidence_epoch(self) -> int:
+        """How many writes have changed evidence so far (see :func:`doxa.data.writer.mark_evidence_changed`)."""
+        return int(self.con.execute("SELECT value FROM meta WHERE key = 'evidence_epoch'").fetchone()[0])
+
+    _VALID_STATES = """
+        SELECT hash(b.question) AS h, b.state, coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
+        FROM belief_states b LEFT JOIN evidence_epochs e ON e.question = b.question
+        WHERE b.params_version = {version} AND b.epoch >= coalesce(e.epoch, 0)
+          AND b.epoch >= (SELECT value::BIGINT FROM meta WHERE key = 'structure_epoch') {scope}"""
+
+    @_reads
+    def kept_states(self, questions: QuestionTable, version: int) -> dict[str, np.ndarray]:
+        """The usable kept states of ``questions`` under parameter version ``version``, in their order.
+
+        ``found`` (Q,) says which have one; ``state`` (Q, K_max) is float64, bit for bit as written.
+        """
+        from .evidence_sql import _index_of
+
+        n_q, k_max = len(questions.ids), questions.k_max
+        few = 0 < n_q <= 2000
+        scope = "AND b.question IN (SELECT unnest(?))" if few else ""
+        sql = self._VALID_STATES.format(version=int(version), scope=scope)
+        cols = self.execute(sql, [questions.ids.tolist()] if few else None).fetchnumpy() if n_q else None
+        found = np.zeros(n_q, dtype=bool)
+        out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
+               "n_evidence": np.zeros(n_q, dtype=np.int64), "n_settled": np.zeros(n_q, dtype=np.int64)}
+        if cols is None or not len(cols["h"]):
+            return out
+        row = _index_of(np.asarray(cols["h"], dtype=np.uint64), questions.id_hash)
+        have = np.flatnonzero(row >= 0)
+        rows = row[have]
+        blobs = np.asarray(cols["state"], dtype=object)[rows].tolist()
+        widths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs)) // 8
+        flat = np.frombuffer(b"".join(blobs), dtype=np.float64)
+        starts = np.r_[0, np.cumsum(widths)[:-1]].astype(np.int64)
+        right = widths == questions.n_options[have]  # a state of another shape is not this question's
+        have, rows, starts = have[right], rows[right], starts[right]
+        k = questions.n_options[have]
+        inside = np.arange(k_max)[None, :] < k[:, None]
+        cell = np.where(inside, starts[:, None] + np.arange(k_max)[None, :], 0)
+        out["state"][have] = np.where(inside, flat[cell], 0.0) if len(flat) else 0.0
+        found[have] = True
+        out["last_t"][have] = np.asarray(cols["last_t"], dtype=np.float64)[rows]
+        out["n_evidence"][have] = np.asarray(cols["n_evidence"], dtype=np.int64)[rows]
+        out["n_settled"][have] = np.asarray(cols["n_settled"], dtype=np.int64)[rows]
+        return out
+
+    @_reads
+    def rejections_up_to(self, questions: QuestionTable, at: datetime | None) -> dict[str, np.ndarray]:
+        """Rejections of ``questions`` at or before ``at``: question index, time (days), option index."""
+        from .evidence_sql import _index_of
+
+        few = len(questions.ids) <= 2000
+        scope = "AND r.question IN (SELECT unnest(?))" if few else ""
+        cols = self.execute(
+            f"""SELECT hash(r.question) AS h, epoch(r.rejected_at) / 86400.0 AS t,
+                       list_position(q.options, r.answer) - 1 AS a
+                FROM rejections r JOIN questions q ON q.id = r.question
+                WHERE r.rejected_at <= ? {scope}""",
+            [at or _FAR_FUTURE] + ([questions.ids.tolist() or [""]] if few else [])).fetchnumpy()
+        qi = _index_of(questions.id_hash, np.asarray(cols["h"], dtype=np.uint64))
+        keep = qi >= 0
+        return {"q": qi[keep].astype(np.int64), "t": np.asarray(cols["t"], dtype=np.float64)[keep],
+                "answer": np.asarray(cols["a"], dtype=np.int64)[keep]}
+
+    def write_states(self, ids: np.ndarray, n_options: np.ndarray, state: np.ndarray, last_t: np.ndarray,
+                     n_evidence: np.ndarray, n_settled: np.ndarray, version: int, epoch: int, *,
+                     replace_all: bool = False) -> None:
+        """Keep filter states (one row per question; ``replace_all`` drops every other row)."""
+        import pyarrow as pa
+
+        k = np.asarray(n_options, dtype=np.int64)
+        rows = np.ascontiguousarray(state, dtype=np.float64)
+        blobs = [row[:n].tobytes() for row, n in zip(rows, k.tolist())]
+        last_t = np.asarray(last_t, dtype=np.float64)
+        table = pa.table({
+            "question": pa.array(np.asarray(ids, dtype=object).tolist(), pa.string()),
+            "params_version": pa.array(np.full(len(k), int(version), dtype=np.int32)),
+            "epoch": pa.array(np.full(len(k), int(epoch), dtype=np.int64)),
+            "last_t": pa.array(last_t, pa.float64(), mask=np.isnan(last_t)),
+            "state": pa.array(blobs, pa.binary()),
+            "n_evidence": pa.array(np.asarray(n_evidence, dtype=np.int32)),
+            "n_settled": pa.array(np.asarray(n_settled, dtype=np.int32)),
+        })
+        with self.writing():
+            con = self.con
+            con.register("_doxa_states", table)
+            try:
+                if replace_all:
+                    con.execute("DELETE FROM belief_states").fetchall()
+                    con.execute("INSERT INTO belief_states SELECT * FROM _doxa_states").fetchall()
+                else:
+                    con.execute("""INSERT INTO belief_states SELECT * FROM _doxa_states
+                                   ON CONFLICT (question) DO UPDATE SET params_version = excluded.params_version,
+                                       epoch = excluded.epoch, last_t = excluded.last_t, state = excluded.state,
+                                       n_evidence = excluded.n_evidence, n_settled = excluded.n_settled""").fetchall()
+            finally:
+                con.unregister("_doxa_states")
 
     @_reads
     def question(self, question_id: str) -> dict[str, Any]:

@@ -50,7 +50,12 @@ def _dedupe(items, key, problems: _Problems, what: str, same):
     return list(kept.values())
 
 
-def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str, int]:
+def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch, changes: dict | None = None) -> dict[str, int]:
+    """Check references and write ``batch`` in one transaction; returns new rows per table.
+
+    ``changes``, when given, receives what the write changed: ``questions`` whose evidence
+    changed and ``structure`` (a merge, split or undo), as :func:`mark_evidence_changed` records them.
+    """
     problems = _Problems()
     by = batch.by_type
     eq = lambda a, b: a == b  # noqa: E731 - records are frozen pydantic models
@@ -265,6 +270,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch) -> dict[str,
                    | {r.question for _, r in rejections})
         mark_evidence_changed(con, touched, structure=bool(extra_writers))
         con.execute("COMMIT")
+        if changes is not None:
+            changes.update(questions=touched, structure=bool(extra_writers))
     except Exception:
         con.execute("ROLLBACK")
         raise

@@ -175,10 +175,21 @@ class BeliefList(Sequence):
 class Memory:
     """A doxa store plus the scorer. Create with :func:`doxa.open`."""
 
-    def __init__(self, store: Store, *, act_at: float = DEFAULT_ACT_AT, log_reads: bool = True):
+    def __init__(self, store: Store, *, act_at: float = DEFAULT_ACT_AT, log_reads: bool = True,
+                 keep_states: bool = True):
         self.store = store
         self.act_at = act_at
         self.log_reads = log_reads
+        #: read beliefs from the kept filter states (inference/states.py); off: filter every read from scratch
+        self.keep_states = keep_states
+        store.on_evidence_change = self._refresh_states
+
+    def _refresh_states(self, changes: dict[str, Any]) -> None:
+        from . import states
+
+        touched = changes.get("questions") or set()
+        if self.keep_states and touched and not changes.get("structure") and len(touched) <= states.REFRESH_AT_INGEST:
+            states.refresh(self.store, self.params(), sorted(touched))
 
     @classmethod
     def open(cls, path=None, *, lock_timeout: float | None = None, **kwargs) -> "Memory":
@@ -220,6 +231,18 @@ class Memory:
         beliefs = scorer.score(evidence, params, to_days(at), inputs=inputs)
         return at, evidence, params, inputs, beliefs
 
+    def _read(self, question_ids: list[str] | None, at: datetime | None,
+              subjects: list[str] | None = None) -> tuple[datetime, scorer.Beliefs]:
+        """Beliefs for `belief`, `beliefs` and `context`: from the kept states where they count."""
+        at = at or utc_now()
+        if not self.keep_states:
+            at, _, _, _, beliefs = self._score(question_ids, at, subjects=subjects)
+            return at, beliefs
+        from . import states
+
+        with self.store.reading():
+            return at, states.beliefs_at(self.store, self.params(), question_ids, at, subjects=subjects)
+
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
@@ -251,7 +274,7 @@ class Memory:
     def belief(self, question_id: str, at: datetime | None = None, *, act_at: float | None = None) -> Belief:
         with self.store.reading():
             self.store.question(question_id)  # clear error for unknown ids
-            at, _, _, _, beliefs = self._score([question_id], at)
+            at, beliefs = self._read([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         if not found:
             raise StoreError(f"question {question_id!r} is not active (merged or split): `doxa beliefs` lists active ones")
@@ -270,10 +293,20 @@ class Memory:
                 question_ids = self.store.question_ids_for_subject(subject)
                 if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
                     raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
-            at, _, _, _, beliefs = self._score(question_ids, at)
+            at, beliefs = self._read(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         self._log(at, found)
         return found
+
+    def refresh_states(self, question_ids: list[str] | None = None) -> int:
+        """Recompute the kept filter states (of ``question_ids``, or all) in one write; returns how many.
+
+        `doxa train` keeps every state and an ingest those it touches, so this is needed only
+        after bulk imports or merges, when reads would otherwise filter many questions anew.
+        """
+        from . import states
+
+        return states.refresh(self.store, self.params(), question_ids)
 
     # ---------------------------------------------------------------- explanations
     def explain(self, question_id: str, at: datetime | None = None) -> Explanation:

@@ -29,6 +29,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.inference.calibrate import OutputCalibration
+from doxa.inference import states
 from doxa.inference.fit import BeliefFit, derived_from_document
 from doxa.model import belief_model as bm
 
@@ -245,6 +246,7 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     with store.reading():
         evidence = store.load_evidence(at)
         previous_version, previous = store.latest_params()
+        epoch = store.evidence_epoch()
     if on_loaded is not None:
         on_loaded(evidence)
     options = {"seed": seed, "progress": progress, **(fit_options or {})}
@@ -279,13 +281,19 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
         folder.mkdir(parents=True, exist_ok=True)
         staged = folder / f".staged-{os.getpid()}-{secrets.token_hex(4)}.nc"
         inference_data(fit).to_netcdf(str(staged), engine="h5netcdf")
-    version, posterior_path = publish_with_posterior(store, document, staged, folder)
+    # every question's filter state under the new version, kept with it (inference/states.py):
+    # computed here, outside the store, from the evidence the fit saw; a question whose
+    # evidence changed since then is read from its evidence until refreshed. A fit cut at
+    # --at has not seen the latest evidence: it keeps none.
+    kept = states.compute(evidence, document) if at is None else None
+    version, posterior_path = publish_with_posterior(store, document, staged, folder, kept_states=kept,
+                                                     epoch=epoch)
     return TrainResult(version=version, document=document, calibration=calibration, moved=moved,
                        posterior_path=posterior_path, seconds=time.perf_counter() - started, fit=fit)
 
 
-def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
-                           folder: Path | None) -> tuple[int, str | None]:
+def publish_with_posterior(store, document: dict[str, Any], staged: Path | None, folder: Path | None, *,
+                           kept_states: "states.States | None" = None, epoch: int = 0) -> tuple[int, str | None]:
     """Publish ``document`` as the next version with its posterior file ``v<N>.nc``, or nothing.
 
     The staged file takes its final name inside the publishing transaction, before the
@@ -297,6 +305,8 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
     final: list[Path] = []
 
     def put_in_place(version: int, con) -> None:
+        if kept_states is not None:
+            states.write(store, kept_states, {"version": version}, epoch, replace_all=True)
         if folder is None:
             return
         published = {int(v) for (v,) in con.execute("SELECT version FROM params WHERE complete").fetchall()}
