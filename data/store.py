@@ -243,7 +243,10 @@ class Store:
             read_only, mode = False, "write"
         con = connection.connect(path, read_only=read_only, timeout=self.lock_timeout)
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
-        con.execute("SET enable_progress_bar = false")
+        try:
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.InvalidInputException:  # inside Jupyter DuckDB refuses the setting (no bar there anyway)
+            pass
         self._con, self._mode, self._one_thread = con, mode, False
         try:
             if mode == "read":
