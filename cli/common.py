@@ -114,9 +114,21 @@ def open_memory(db: Optional[str], *, must_exist: bool = True):
     try:
         # the store is checked at its first use (inside the command's own read or write), so a
         # command opens the file once
-        return Memory(Store.open(path, create=not must_exist, check=not must_exist))
+        memory = Memory(Store.open(path, create=not must_exist, check=not must_exist))
     except StoreError as err:
         fail(str(err))
+    _close_with_the_command(memory)
+    return memory
+
+
+def _close_with_the_command(memory) -> None:
+    """Let the file go when the command ends, also when a program runs commands in-process (tests, a
+    notebook): anything a command left open on ``Store.con`` is released then, not at interpreter exit."""
+    from typer._click.globals import get_current_context  # typer's own copy of click
+
+    context = get_current_context(silent=True)
+    if context is not None:
+        context.call_on_close(memory.close)
 
 
 def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:

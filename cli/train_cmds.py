@@ -51,6 +51,7 @@ def train(
 
     options = {"confusion": confusion, "max_steps": max_steps, "learning_rate": learning_rate,
                "events_per_step": events_per_step}
+
     def loaded(evidence) -> None:
         # on standard error, also with --json: a person or a supervisor sees the store is free
         print(f"loaded {evidence.n_readings} readings and {len(evidence.settle_q)} settlements; fitting "
