@@ -1,4 +1,4 @@
-"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of DESIGN §1.
+"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of docs/design.md §1.
 
 All SQL of doxa lives in this package. :class:`Store` is the only object that
 touches the connection; the scorer and the fit receive numpy arrays
@@ -24,13 +24,13 @@ import numpy as np
 from . import evidence_sql
 from .connection import CONNECT_CONFIG, connect, in_read_session  # noqa: F401 - part of this module's API
 from .errors import IngestError, Problem, StoreError
-from .evidence import Evidence, QuestionTable
+from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
+from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
-from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
+from .times import FAR_FUTURE, from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "4"
-_FAR_FUTURE = datetime(9999, 1, 1)
 from .read_log import SMALL_LOG  # noqa: E402 - re-exported: up to this many reads are logged as JSON Lines
 
 
@@ -373,7 +373,7 @@ class Store:
             id_hash=np.asarray(cols["h"], dtype=np.uint64),
         )
 
-    _OPTIONS_KEY = "kind || chr(31) || array_to_string(options, chr(31))"
+    _OPTIONS_KEY = OPTIONS_KEY_SQL
 
     def _all_questions(self, include_inactive: bool):
         where = "" if include_inactive else "WHERE status = 'active'"
@@ -452,16 +452,22 @@ class Store:
     def publish_params(self, body: dict[str, Any], *, before_commit=None) -> int:
         """Write a new complete parameter version atomically; returns its number.
 
+        The document is checked first (:class:`ParamsDocument`): a malformed one is refused
+        with a :class:`ParamsDocumentError` naming the field, and nothing is written.
         ``before_commit(version, con)`` runs inside the transaction, after the version's
         number is known and before it becomes visible: what it writes, or puts in place on
         disk, is part of the version (an exception there publishes nothing).
         """
+        try:
+            checked = ParamsDocument.from_dict(body)
+        except ParamsDocumentError as err:
+            raise err.within("parameter document refused, nothing published") from None
         with self.writing():
             con = self.con
             con.execute("BEGIN")
             try:
                 version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0])
-                document = dict(body, version=version)
+                document = dict(body, format=checked.format, version=version)
                 con.execute(
                     "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
                     [version, json.dumps(document)],
@@ -593,7 +599,7 @@ class Store:
                        list_position(q.options, r.answer) - 1 AS a
                 FROM rejections r JOIN questions q ON q.id = r.question
                 WHERE r.rejected_at <= ? {scope}""",
-            [at or _FAR_FUTURE] + ([questions.ids.tolist() or [""]] if few else [])).fetchnumpy()
+            [at or FAR_FUTURE] + ([questions.ids.tolist() or [""]] if few else [])).fetchnumpy()
         qi = _index_of(questions.id_hash, np.asarray(cols["h"], dtype=np.uint64))
         keep = qi >= 0
         return {"q": qi[keep].astype(np.int64), "t": np.asarray(cols["t"], dtype=np.float64)[keep],
