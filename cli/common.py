@@ -136,9 +136,8 @@ def open_memory(db: Optional[str], *, must_exist: bool = True):
 def _close_with_the_command(memory) -> None:
     """Let the file go when the command ends, also when a program runs commands in-process (tests, a
     notebook): anything a command left open on ``Store.con`` is released then, not at interpreter exit."""
-    from typer._click.globals import get_current_context  # typer's own copy of click
-
-    context = get_current_context(silent=True)
+    click_globals = sys.modules.get("typer._click.globals")  # typer's own click; the fast path never loads it
+    context = click_globals.get_current_context(silent=True) if click_globals is not None else None
     if context is not None:
         context.call_on_close(memory.close)
 
