@@ -30,6 +30,8 @@ def bench(
                                                 help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
     db: Optional[str] = typer.Option(None, "--db", help="Keep the replayed store in this file (default: in memory; "
                                      "an existing file is refused).", show_default=False),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Draw the world (and pick the attacked beliefs) "
+                                       "with this seed instead of the config's."),
     as_json: bool = json_option("Machine-readable summary on standard output (an error is one JSON object on "
                                 "standard error)."),
 ):
@@ -52,7 +54,11 @@ def bench(
     if db is not None and db != ":memory:" and Path(db).exists():
         fail(f"--db {db} already exists: the bench replays a fresh world into it; pass a new path or delete it", 2)
 
+    if seed is not None:
+        config = config.with_overrides(seed=seed)
     settings = BN.BenchSettings.quick() if quick else BN.BenchSettings()
+    if seed is not None:
+        settings.seed = seed
     if systems:
         chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
         unknown = [s for s in chosen if s not in B.SYSTEM_NAMES]

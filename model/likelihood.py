@@ -22,6 +22,8 @@ class Derived:
     prior_table: dict[int, torch.Tensor]  # K → (kinds with K + 1, K); last row uniform
     rate: torch.Tensor  # (n_kinds,) λ per day
     inv_temperature: torch.Tensor  # (R,)
+    #: (V,) logit of each node's newcomer node: what a new source under the node starts at
+    newcomer_logit: torch.Tensor | None = None
 
     @property
     def trust(self) -> torch.Tensor:
@@ -29,11 +31,19 @@ class Derived:
 
 
 def trust_confusion_logits(trust_logit: torch.Tensor, k: int) -> torch.Tensor:
-    """log of the one-number confusion matrix α[j=c] + (1-α)[j≠c]/(K-1), shape (..., K, K)."""
-    on = torch.nn.functional.logsigmoid(trust_logit)[..., None, None]
-    off = torch.nn.functional.logsigmoid(-trust_logit)[..., None, None] - math.log(max(k - 1, 1))
+    """log of the one-number confusion matrix ᾱ[j=c] + (1-ᾱ)[j≠c]/(K-1), ᾱ = max(α, 1/K), shape (..., K, K)."""
+    at_floor = trust_logit < -math.log(max(k - 1, 1))  # α < 1/K: noise, read as chance
+    on = torch.where(at_floor, torch.full_like(trust_logit, -math.log(k)),
+                     torch.nn.functional.logsigmoid(trust_logit))[..., None, None]
+    off = torch.where(at_floor, torch.full_like(trust_logit, -math.log(k)),
+                      torch.nn.functional.logsigmoid(-trust_logit) - math.log(max(k - 1, 1)))[..., None, None]
     eye = torch.eye(k, dtype=trust_logit.dtype)
     return eye * on + (1 - eye) * off
+
+
+def noise_floor(trust: torch.Tensor, k) -> torch.Tensor:
+    """``ᾱ = max(α, 1/K)``: the part of a one-number trust below chance is noise, not contrarian."""
+    return torch.maximum(trust, 1.0 / torch.as_tensor(k, dtype=trust.dtype))
 
 
 # =============================================================================== likelihood
@@ -49,7 +59,7 @@ def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tens
     r_t = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
     r_t = r_t / r_t.sum(dim=-1, keepdim=True)
     if confusion is None:
-        a = trust[..., None]
+        a = noise_floor(trust, max(k, 1))[..., None]
         bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
     else:
         bracket = (confusion @ r_t[..., None]).squeeze(-1)

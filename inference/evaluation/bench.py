@@ -398,7 +398,7 @@ class BenchResult:
             item = {"system": row["system"]}
             item.update({k: row.get(k) for k in METRIC_KEYS})
             for extra in ("acc_at_90_coverage", "acc_at_70_coverage", "accuracy_unsettled", "planted_held_share",
-                          "fit_seconds", "status", "note"):
+                          "planted_p10", "resistance", "fit_seconds", "status", "note"):
                 if extra in row:
                     item[extra] = row[extra]
             rows.append(item)
@@ -447,6 +447,7 @@ def world_summary(world, evidence: Evidence, ingest_counts: dict[str, int]) -> d
         "counted_readings": int(evidence.n_readings),
         "settlements": int(len(evidence.settle_q)),
         "planted_campaigns": len(t.campaigns),
+        "trusted_layer": trusted_layer(world),
         "kinds": len(t.prior),
         "reader_temperature": dict(t.reader_temperature),
         "half_life_days": {k: round(math.log(2) / r, 1) for k, r in t.change_rate.items()},
@@ -628,7 +629,9 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
         flips = planted.get(name, {})
         row = {"system": name, "status": "ok", **metrics,
                "planted_to_flip": flips.get("median"), "planted_held_share": flips.get("held_share"),
-               "planted_tested": flips.get("tested", 0),
+               "planted_tested": flips.get("tested", 0), "planted_p10": flips.get("p10"),
+               "resistance": {k: {m: v.get(m) for m in ("tested", "median", "p10", "held_share")}
+                              for k, v in flips.get("scenarios", {}).items()},
                "us_per_read": 1e6 * acc["seconds"] / max(acc["reads"], 1),
                "n_evaluated": int(len(truth))}
         if name in notes:
@@ -652,10 +655,87 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
     )
 
 
+#: What the resistance test plants on each confident belief (module docstring): three
+#: attacks, and an honest change that a system must follow rather than resist.
+SCENARIOS = ("new_sources", "one_source", "trusted_layer", "honest_change")
+
+
+def trusted_layer(world) -> list[str]:
+    """Layers of the most trusted pooled source group (not the user, not per-subject, not assistant)."""
+    t = world.truth
+    groups = [g for g in world.config.sources.groups
+              if g.layers[0] not in ("assistant", "user") and g.leaves != "per_subject" and g.share > 0]
+    best = max(groups, key=lambda g: t.node_trust.get("/".join(g.layers), 0.0))
+    return list(best.layers)
+
+
+def scenario_batch(world, evidence: Evidence, base: PlantedBatch, scenario: str) -> PlantedBatch | None:
+    """The planted claims of ``base`` re-attributed for ``scenario`` (same texts, times and readings).
+
+    ``one_source``: every claim about a question from the first claim's one new source;
+    ``trusted_layer``: the new sources sit under :func:`trusted_layer`; ``honest_change``:
+    the claims come from sources that already spoke about the question (most active
+    first, in turn), at one-hour spacing, as when the truth really changes. Questions
+    heard only from planted or assistant sources get no honest change (``None`` rows
+    are dropped by the caller through ``keep``).
+    """
+    if scenario == "new_sources":
+        return base
+    ids, paths = base.source_ids.copy(), base.source_paths.copy()
+    t = base.t.copy()
+    if scenario == "one_source":
+        ids[:] = ids[:, :1]
+        paths[:] = paths[:, :1]
+    elif scenario == "trusted_layer":
+        prefix = "/".join(trusted_layer(world))
+        paths = np.array([[f"{prefix}/{i}" for i in row] for row in ids.tolist()], dtype=object).reshape(ids.shape)
+    elif scenario == "honest_change":
+        src = evidence.sources
+        excluded = np.array([p.startswith("assistant") or p.rsplit("/", 1)[-1] in world.truth.planted_sources
+                             for p in src.paths.tolist()], dtype=bool)
+        keep = np.ones(len(base.question), dtype=bool)
+        cap = t.shape[1]
+        for i, q in enumerate(base.question.tolist()):
+            rows = evidence.source_index[evidence.q == q]
+            rows = rows[~excluded[rows]]
+            if not len(rows):
+                keep[i] = False
+                continue
+            speakers, counts = np.unique(rows, return_counts=True)
+            speakers = speakers[np.argsort(-counts, kind="stable")]
+            turn = speakers[np.arange(cap) % len(speakers)]
+            ids[i] = src.ids[turn]
+            paths[i] = src.paths[turn]
+        t = t[:, :1] + np.arange(cap)[None, :] / 24.0
+        if not keep.any():
+            return None
+        return replace(base, question=base.question[keep], wrong=base.wrong[keep], t=t[keep],
+                       probs=base.probs[keep], unclear=base.unclear[keep], unrelated=base.unrelated[keep],
+                       one_off=base.one_off[keep], source_ids=ids[keep], source_paths=paths[keep])
+    else:
+        raise ValueError(f"unknown scenario {scenario!r}; choose from {SCENARIOS}")
+    return replace(base, source_ids=ids, source_paths=paths, t=t)
+
+
+def flip_summary(flips: np.ndarray, cap: int) -> dict[str, Any]:
+    """Median and 10th percentile of claims needed (``cap + 1``: held against all), share that held."""
+    return {
+        "tested": int(len(flips)),
+        "median": float(np.median(flips)) if len(flips) else None,
+        "p10": float(np.percentile(flips, 10, method="lower")) if len(flips) else None,
+        "held_share": float(np.mean(flips > cap)) if len(flips) else None,
+        "histogram": np.bincount(flips, minlength=cap + 2).tolist(),
+    }
+
+
 def planted_resistance(world, evidence: Evidence, systems: list[B.System], final_probs: dict[str, np.ndarray],
                        evaluated: np.ndarray, truth: np.ndarray, day: float, settings: BenchSettings,
                        tick: Progress) -> dict[str, dict[str, Any]]:
-    """For each system: planted claims needed to flip its confident, correct beliefs (see module doc)."""
+    """For each system: claims needed to flip its confident, correct beliefs, per scenario (module doc).
+
+    The top-level ``median`` / ``p10`` / ``held_share`` / ``tested`` are those of
+    ``new_sources``; each scenario has its own under ``scenarios``.
+    """
     cap = settings.planted_cap
     rng = np.random.default_rng(settings.seed)
     qt = evidence.questions
@@ -672,7 +752,7 @@ def planted_resistance(world, evidence: Evidence, systems: list[B.System], final
         top = np.argmax(probs[evaluated], axis=1)
         confident = evaluated[(probs[evaluated].max(axis=1) >= 0.9) & (top == truth)]
         if not len(confident):
-            out[system.name] = {"tested": 0, "median": None, "held_share": None}
+            out[system.name] = {"tested": 0, "median": None, "p10": None, "held_share": None, "scenarios": {}}
             tick("planted claims", 1)
             continue
         pick = np.sort(np.random.default_rng([settings.seed, 1]).permutation(confident)[:settings.planted_questions])
@@ -692,16 +772,17 @@ def planted_resistance(world, evidence: Evidence, systems: list[B.System], final
             unclear=np.vstack([b.unclear for b in parts]), unrelated=np.vstack([b.unrelated for b in parts]),
             one_off=np.vstack([b.one_off for b in parts]), source_ids=np.vstack([b.source_ids for b in parts]),
             source_paths=np.vstack([b.source_paths for b in parts]), reader=parts[0].reader)
-        aug, pseudo = with_planted(evidence, batch)
         tick(f"planted claims: {system.name}", 0)
-        aug_probs = system.predict(aug, float(batch.t.max()) + 1.0 / 1440.0)
-        flips = flips_needed(aug_probs, pseudo, batch.wrong)
-        out[system.name] = {
-            "tested": int(len(flips)),
-            "median": float(np.median(flips)),
-            "held_share": float(np.mean(flips > cap)),
-            "histogram": np.bincount(flips, minlength=cap + 2).tolist(),
-        }
+        found: dict[str, Any] = {}
+        for scenario in SCENARIOS:
+            variant = scenario_batch(world, evidence, batch, scenario)
+            if variant is None:
+                continue
+            aug, pseudo = with_planted(evidence, variant)
+            aug_probs = system.predict(aug, float(variant.t.max()) + 1.0 / 1440.0)
+            found[scenario] = flip_summary(flips_needed(aug_probs, pseudo, variant.wrong), cap)
+        out[system.name] = {**{k: found["new_sources"][k] for k in ("tested", "median", "p10", "held_share",
+                                                                      "histogram")}, "scenarios": found}
         tick("planted claims", 1)
     return out
 
@@ -820,6 +901,35 @@ def table_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def resistance_markdown(result: BenchResult) -> list[str]:
+    """The resistance table: claims to flip per attack (median / 10th percentile), and the honest change."""
+    cap = result.settings.get("planted_cap", 20)
+    ok = [r for r in result.systems if r.get("status") == "ok" and r.get("resistance")]
+    if not ok:
+        return []
+
+    def cell(value):
+        return "—" if value is None else (f">{cap}" if value > cap else f"{value:g}")
+
+    oracle = next((r["resistance"].get("honest_change", {}) for r in ok if r["system"] == "oracle"), {})
+    lines = ["", "## Resistance", "",
+             f"Claims to flip a belief held at ≥ 0.9 (median / 10th percentile; >{cap}: held against all "
+             f"{cap}): one new source per claim; one new source repeating itself; new sources inside the "
+             f"trusted layer `{'/'.join(result.world.get('trusted_layer', []))}`. Honest change: messages from "
+             "sources that already spoke about the question, an hour apart, until the system follows (lower is "
+             "better; × the oracle's median).", "",
+             "| system | new sources | one source repeating | trusted-layer campaign | honest change followed | × oracle |",
+             "|---|---|---|---|---|---|"]
+    for r in ok:
+        res = r["resistance"]
+        cells = [f"{cell(res.get(k, {}).get('median'))} / {cell(res.get(k, {}).get('p10'))}"
+                 for k in ("new_sources", "one_source", "trusted_layer")]
+        honest = res.get("honest_change", {}).get("median")
+        ratio = (honest / oracle["median"]) if honest is not None and oracle.get("median") else None
+        lines.append(f"| {r['system']} | " + " | ".join(cells) + f" | {cell(honest)} | {_fmt(ratio, '.2f')} |")
+    return lines
+
+
 def render_markdown(result: BenchResult, images: list[str]) -> str:
     w = result.world
     s = result.settings
@@ -848,6 +958,7 @@ def render_markdown(result: BenchResult, images: list[str]) -> str:
     notes = [r for r in result.systems if r.get("note")]
     if notes:
         lines += [""] + [f"- **{r['system']}**: {r['note']}" for r in notes]
+    lines += resistance_markdown(result)
     if result.learning:
         lines += ["", "## Learning speed (doxa-learned)", "",
                   "| checkpoint | day | settlements seen | retrained | accuracy | trust error, layers | "

@@ -22,7 +22,7 @@ from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init
 
 from doxa.data.evidence import Evidence
 from doxa.model.belief_model import belief_model, derive
-from doxa.model.chains import make_chains
+from doxa.model.chains import UNSETTLED_CAP, make_chains
 from doxa.model.events import EventStream
 from doxa.model.structure import ModelStructure
 
@@ -103,6 +103,7 @@ class BeliefFit:
         seed: int = 0,
         progress: bool = True,
         num_threads: int | None = 1,
+        unsettled_cap: float | None = UNSETTLED_CAP,
     ):
         if confusion not in CONFUSION_CHOICES:
             raise ValueError(f"confusion must be one of {CONFUSION_CHOICES}, not {confusion!r}")
@@ -125,10 +126,11 @@ class BeliefFit:
         self.seed = seed
         self.progress = progress
         self.num_threads = num_threads
+        self.unsettled_cap = unsettled_cap
 
     _OPTIONS = ("confusion", "max_steps", "min_steps", "learning_rate", "window", "patience", "rel_tol", "lr_drop",
                 "events_per_step", "guide", "n_draws", "confusion_margin", "bias_z", "blowup_factor", "seed", "progress",
-                "num_threads")
+                "num_threads", "unsettled_cap")
 
     def get_params(self) -> dict[str, Any]:
         """The constructor options (as in scikit-learn), e.g. to refit with the same settings."""
@@ -152,7 +154,8 @@ class BeliefFit:
         pyro.set_rng_seed(self.seed)
         structure = init_from.structure_ if init_from is not None else ModelStructure.from_evidence(evidence)
         stream = EventStream.from_evidence(evidence, structure, settlement_mask)
-        chains = make_chains(stream, structure, events_per_step=self.events_per_step)
+        chains = make_chains(stream, structure, events_per_step=self.events_per_step,
+                             unsettled_cap=self.unsettled_cap)
         if not chains:
             raise NothingToFit("no question has two or more options and any evidence: nothing to fit")
         self.structure_ = structure
@@ -296,6 +299,8 @@ class BeliefFit:
                     record[f"prior_{k}"] = table[:-1].numpy()
                 for k, table in derived.confusion.items():
                     record[f"confusion_{k}"] = table.numpy()
+                if derived.newcomer_logit is not None:
+                    record["newcomer_trust"] = torch.sigmoid(derived.newcomer_logit).numpy()
                 for name, value in record.items():
                     out.setdefault(name, []).append(np.array(value, dtype=np.float64))
         return {name: np.stack(values) for name, values in out.items()}

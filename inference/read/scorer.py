@@ -15,8 +15,12 @@ A reading's likelihood, with ``u = unclear + unrelated``, ``o = one_off``, the r
 probabilities ``r`` renormalised over the options and tempered ``r̃ ∝ r^(1/τ)``::
 
     L_i(j) = (u + (1-u) o) / K + (1-u)(1-o) · B_i(j)
-    B_i(j) = α_s r̃_j + (1-α_s)(1-r̃_j)/(K-1)          (one number of trust)
+    B_i(j) = ᾱ r̃_j + (1-ᾱ)(1-r̃_j)/(K-1),  ᾱ = max(α_s, 1/K)   (one number of trust)
     B_i(j) = Σ_c r̃_c C_s[j, c]                        (a biased source's confusion matrix)
+
+The floor ``ᾱ ≥ 1/K`` makes a source whose trust says it is noise move beliefs toward
+nothing: only a confusion matrix (fitted where settled facts show a source systematically
+states a wrong answer) can make a statement count against what it states.
 
 A settlement is ``L = one-hot(answer)`` at its time. With ``λ = 0`` the filter is the
 familiar sum ``log p_j/p_m = log π_j/π_m + Σ_i log L_i(j)/L_i(m)``.
@@ -132,6 +136,7 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
     mask = np.arange(k_max)[None, :] < k[:, None]
     r_t = tempered_reading(evidence, params)
     alpha = alpha_src[evidence.source_index] if n else np.zeros(0)
+    alpha = np.maximum(alpha, 1.0 / np.maximum(k, 1.0))  # below chance is noise, not contrarian
     kk = k[:, None]
     bracket = alpha[:, None] * r_t + (1.0 - alpha[:, None]) * (1.0 - r_t) / np.maximum(kk - 1.0, 1.0)
     trust_used = alpha.copy()
