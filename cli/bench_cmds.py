@@ -119,5 +119,8 @@ def render_table(result, console) -> None:
     console.print("acc@80%: accuracy when the least certain 20% go to a person · AURC: area under the "
                   "risk–coverage curve (lower is better) · planted: median planted claims to flip a belief "
                   f"held at ≥ 0.9 (>{result.settings.get('planted_cap', 20)}: most held)", style="dim")
+    converged = result.convergence_line()
+    if converged:
+        console.print(converged, style="dim" if result.convergence()["not_converged"] == 0 else "bold yellow")
     console.print(f"Report: {result.files[-2] if len(result.files) >= 2 else '(not written)'} "
                   f"({result.timings.get('total_s', 0):.0f} s)")

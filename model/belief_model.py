@@ -8,7 +8,10 @@ One small hidden-Markov network per question ``q`` (``K`` options, kind ``k``):
 - a reading of a message from source ``s`` (reader output ``r`` over the options,
   ``u = unclear + unrelated``, ``o = one_off``) has the emission
 
-      L(j) = (u + (1-u) o) / K + (1-u)(1-o) Σ_c r̃_c C_s[j, c],      r̃ ∝ r^(1/τ_reader)
+      L(j) = (1 - c w) / K + c w Σ_c' r̃_c' C_s[j, c'],   w = (1-u)(1-o),   r̃ ∝ r^(1/τ_reader)
+
+  (``c`` the reading's independent share, 1 unless it belongs to a campaign of fresh
+  sources or repeats its own source: :mod:`doxa.model.independence`)
 
   with ``C_s[j, c] = α_s [j=c] + (1-α_s)[j≠c]/(K-1)`` (one number of trust) or a full
   confusion matrix for biased sources; for a reading stated with certainty ``L(j)`` is
@@ -130,14 +133,20 @@ CENTRED_MIN_MESSAGES = 20
 
 
 def newcomer_shift(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """(V,) logit shift from a node to its newcomer node: ``δ_p = μ_new + s_new η_p`` for the
-    layers with newcomer leaves, ``μ_new`` for every other node; ``None`` without newcomers."""
+    """(V,) logit shift from a node to its newcomer node, ``δ_p = log σ(μ_new + s_new η_p)`` for the
+    layers with newcomer leaves, ``log σ(μ_new)`` for every other node; ``None`` without newcomers.
+
+    ``δ ≤ 0``: a source with no history is trusted at most as much as its layer. Unbounded
+    above, the shift was pulled up by whatever newcomers agreed on (a campaign agrees with
+    itself), and every new source in every layer inherited that.
+    """
     if "newcomer_loc" not in latents:
         return None
     loc = latents["newcomer_loc"]
     shift = loc.expand(structure.n_nodes).clone()
     parents = torch.as_tensor(structure.newcomer_parents)
-    return shift.index_put((parents,), loc + latents["newcomer_scale"] * latents["newcomer_offset"])
+    raw = shift.index_put((parents,), loc + latents["newcomer_scale"] * latents["newcomer_offset"])
+    return torch.nn.functional.logsigmoid(raw)
 
 
 def trust_logits(structure: ModelStructure, root: torch.Tensor, scale: torch.Tensor, level_value,

@@ -69,11 +69,11 @@ def test_a_contrarian_confusion_matrix_still_counts_against_what_a_source_states
     beliefs = scorer.score(evidence, doc)
     rows = _held_unsettled(evidence, beliefs)
     top = beliefs.probs[rows].argmax(axis=1)
-    forum_src = int(np.flatnonzero(evidence.sources.ids == "forum-0")[0])
     probs = np.zeros((len(rows), evidence.probs.shape[1]))
     probs[np.arange(len(rows)), top] = 1.0
-    more = _with_readings(evidence, rows, forum_src, probs)
-    contrarian = {**doc, "confusion": {"forum/forum-0": {"item": [[0.1, 0.9], [0.9, 0.1]]}}}
+    # a forum source of its own (forum-0 repeating its own label would count once with it)
+    more = _with_readings(evidence, rows, ("forum-late", "forum/forum-late"), probs)
+    contrarian = {**doc, "confusion": {"forum/forum-late": {"item": [[0.1, 0.9], [0.9, 0.1]]}}}
     before = scorer.score(evidence, contrarian).probs[rows, top]
     after = scorer.score(more, contrarian).probs[rows, top]
     movable = before < 1 - 1e-9  # a belief at 1 to float precision has nowhere to fall
@@ -100,9 +100,18 @@ def _held_unsettled(evidence, beliefs):
 
 
 def _with_readings(evidence, questions, source, probs):
-    """``evidence`` plus one certain reading per question from ``source`` at the evidence's last time."""
+    """``evidence`` plus one certain reading per question from ``source`` at the evidence's last time.
+
+    ``source``: a row of ``evidence.sources``, or ``(id, path)`` of a source new to it.
+    """
     from dataclasses import replace
 
+    sources = evidence.sources
+    if isinstance(source, tuple):
+        sources = SourceTable(ids=np.r_[sources.ids, [source[0]]].astype(object),
+                              paths=np.r_[sources.paths, [source[1]]].astype(object),
+                              trust=np.r_[sources.trust, [np.nan]], readings=None)
+        source = len(sources.ids) - 1
     n = len(questions)
     t = np.full(n, float(evidence.t.max()))
     q = np.r_[evidence.q, questions]
@@ -113,5 +122,4 @@ def _with_readings(evidence, questions, source, probs):
         reader_index=cat(evidence.reader_index, np.zeros(n, dtype=np.int64)),
         probs=np.vstack([evidence.probs, probs])[order], unclear=cat(evidence.unclear, np.zeros(n)),
         unrelated=cat(evidence.unrelated, np.zeros(n)), one_off=cat(evidence.one_off, np.zeros(n)),
-        message=None, sources=SourceTable(ids=evidence.sources.ids, paths=evidence.sources.paths,
-                                          trust=evidence.sources.trust))
+        message=None, sources=sources)

@@ -165,6 +165,9 @@ def evidence_until(evidence: Evidence, at: float) -> Evidence:
         reject_q=evidence.reject_q[r_keep], reject_t=evidence.reject_t[r_keep],
         reject_answer=evidence.reject_answer[r_keep],
         message=evidence.message[keep] if evidence.message is not None else None,
+        # a source's history as of ``at`` (the bench loads every question, so its rows are all of it)
+        sources=replace(evidence.sources, readings=np.bincount(evidence.source_index[keep],
+                                                               minlength=len(evidence.sources.ids))),
         at=float(at),
     )
 
@@ -241,9 +244,12 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
     p_m = plant_m[p_pseudo]
 
     n_src = len(evidence.sources.ids)
-    planted_ids = batch.source_ids.reshape(-1)
-    planted_paths = batch.source_paths.reshape(-1)
-    p_source = n_src + p_m * cap + p_claim
+    # one row per distinct planted source: a source repeating itself is one source to every system
+    planted_ids, first, claim_source = np.unique(batch.source_ids.reshape(-1).astype(str), return_index=True,
+                                                 return_inverse=True)
+    planted_ids = planted_ids.astype(object)
+    planted_paths = batch.source_paths.reshape(-1)[first]
+    p_source = n_src + claim_source.reshape(-1)[p_m * cap + p_claim]
     readers = evidence.readers
     if batch.reader in set(readers.tolist()):
         reader_index = int(np.flatnonzero(readers == batch.reader)[0])
@@ -278,11 +284,20 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
         reject_answer=evidence.reject_answer[r_rows],
         sources=SourceTable(ids=np.r_[evidence.sources.ids, planted_ids].astype(object),
                             paths=np.r_[evidence.sources.paths, planted_paths].astype(object),
-                            trust=np.r_[evidence.sources.trust, np.full(len(planted_ids), np.nan)]),
+                            trust=np.r_[evidence.sources.trust, np.full(len(planted_ids), np.nan)],
+                            readings=np.r_[_source_readings(evidence),
+                                           np.bincount(claim_source.reshape(-1), minlength=len(planted_ids))]),
         readers=readers,
         at=float(batch.t.max()) if batch.t.size else evidence.at,
     )
     return aug, np.arange(n_pseudo).reshape(m, levels)
+
+
+def _source_readings(evidence: Evidence) -> np.ndarray:
+    src = evidence.sources
+    if src.readings is not None:
+        return np.asarray(src.readings, dtype=np.int64)
+    return np.bincount(evidence.source_index, minlength=len(src.ids)).astype(np.int64)
 
 
 def _copy_rows(row_q: np.ndarray, base_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -402,7 +417,34 @@ class BenchResult:
                 if extra in row:
                     item[extra] = row[extra]
             rows.append(item)
-        return _clean({"systems": rows, "world": self.world, "files": self.files})
+        return _clean({"systems": rows, "world": self.world, "files": self.files, "convergence": self.convergence()})
+
+    def convergence(self) -> dict[str, Any] | None:
+        """Did doxa-learned's fits converge by the fit's own plateau rule? None without doxa-learned.
+
+        ``first_converged`` is the one the issue asks about: the first fit starts from the
+        priors on the least data, so it is the slowest; later fits are listed too.
+        """
+        fits = next((r.get("fits") for r in self.systems if r["system"] == "doxa-learned" and r.get("fits")), None)
+        if not fits:
+            return None
+        return {"first_converged": bool(fits[0].get("converged")), "first_steps": fits[0].get("steps"),
+                "max_steps": self.settings.get("train_steps"),
+                "fits": [{"fit": i, "steps": f.get("steps"), "converged": bool(f.get("converged"))}
+                         for i, f in enumerate(fits)],
+                "not_converged": sum(1 for f in fits if not f.get("converged"))}
+
+    def convergence_line(self) -> str | None:
+        """One sentence on the fits' convergence (the report and the command's footer)."""
+        c = self.convergence()
+        if c is None:
+            return None
+        steps = ", ".join(f"{f['steps']}{'' if f['converged'] else ' (cap)'}" for f in c["fits"])
+        if c["not_converged"] == 0:
+            return f"doxa-learned: all {len(c['fits'])} fits converged (steps: {steps})."
+        first = "the first fit did NOT converge" if not c["first_converged"] else "the first fit converged"
+        return (f"doxa-learned: {c['not_converged']} of {len(c['fits'])} fits stopped at the {c['max_steps']}-step "
+                f"cap without converging; {first} (steps: {steps}). Raise --train-steps.")
 
 
 def _clean(value):
@@ -959,6 +1001,9 @@ def render_markdown(result: BenchResult, images: list[str]) -> str:
     if notes:
         lines += [""] + [f"- **{r['system']}**: {r['note']}" for r in notes]
     lines += resistance_markdown(result)
+    converged = result.convergence_line()
+    if converged:
+        lines += ["", "## Convergence", "", converged]
     if result.learning:
         lines += ["", "## Learning speed (doxa-learned)", "",
                   "| checkpoint | day | settlements seen | retrained | accuracy | trust error, layers | "

@@ -1,7 +1,9 @@
 """The nightly job (DESIGN §4): load → fit → calibrate → publish, atomically.
 
 1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
-2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`).
+2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`); with
+   ``confusion="auto"`` both forms (one number of trust, confusion matrices), keeping the
+   one that predicts held-out settlements better (:mod:`doxa.inference.learn.choice`).
 3. Out-of-sample predictions for calibration: settled questions are split into folds;
    each fold's settlements are hidden, the fit is warm-started without them, and for
    each hidden settlement the filter gives the belief the scorer would have shown just
@@ -25,6 +27,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
+from doxa.inference.learn.choice import choose_form
 from doxa.inference.learn.document import derived_from_document
 from doxa.inference.learn.fit import BeliefFit
 from doxa.model.filter import filter_evidence
@@ -65,6 +68,7 @@ class TrainResult:
             "fit_seconds": diag.get("seconds"),
             "converged": diag.get("converged"),
             "confusion": diag.get("confusion"),
+            "model_choice": diag.get("model_choice"),
             "n_readings": diag.get("n_readings"),
             "n_settlements": diag.get("n_settlements"),
             "calibration": {k: self.calibration.report()[k] for k in ("method", "before", "after")},
@@ -235,8 +239,12 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     started = time.perf_counter()
     evidence = store.load_evidence(at)
     options = {"seed": seed, "progress": progress, **(fit_options or {})}
-    fit = BeliefFit(**options).fit(evidence)
+    choosing = options.get("confusion", "auto") == "auto"
+    fit = BeliefFit(**{**options, "keep_forms": choosing}).fit(evidence)
+    choice = choose_form(fit, evidence, seed=seed, progress=progress) if choosing else None
     document = fit.params_document()
+    if choice is not None:
+        document["diagnostics"]["model_choice"] = choice
 
     predictions = settlement_predictions(fit, evidence, folds=folds, seed=seed, progress=progress)
     calibration = OutputCalibration(seed=seed, **(calibration_options or {})).fit(predictions.probs, predictions.answer, predictions.question)
