@@ -68,8 +68,6 @@ RATE_LOC_PRIOR = math.log(math.log(2.0) / 365.0)
 RATE_LOC_SCALE = 2.0
 RATE_SCALE_PRIOR = 1.0
 READER_LOG_TEMPERATURE_SCALE = 0.5
-NEWCOMER_LOC_SCALE = 1.0
-NEWCOMER_SCALE_PRIOR = 1.0
 
 
 # =============================================================================== latents
@@ -94,15 +92,7 @@ def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float
         latents[name] = value
         return value
 
-    if len(structure.newcomer_parents):
-        latents["newcomer_loc"] = pyro.sample("newcomer_loc", dist.Normal(torch.zeros((), dtype=dtype),
-                                                                          torch.tensor(NEWCOMER_LOC_SCALE, dtype=dtype)))
-        latents["newcomer_scale"] = pyro.sample("newcomer_scale", dist.HalfNormal(
-            torch.tensor(NEWCOMER_SCALE_PRIOR, dtype=dtype)))
-        latents["newcomer_offset"] = pyro.sample("newcomer_offset", dist.Normal(
-            zeros(len(structure.newcomer_parents)), ones(len(structure.newcomer_parents))).to_event(1))
-    trust_logits(structure, latents["trust_root"], latents["trust_scale"], sample_level,
-                 newcomer_shift(structure, latents))
+    trust_logits(structure, latents["trust_root"], latents["trust_scale"], sample_level)
     latents.update({
         "rate_loc": pyro.sample("rate_loc", dist.Normal(torch.tensor(RATE_LOC_PRIOR, dtype=dtype),
                                                         torch.tensor(RATE_LOC_SCALE, dtype=dtype))),
@@ -132,35 +122,15 @@ def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float
 CENTRED_MIN_MESSAGES = 20
 
 
-def newcomer_shift(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """(V,) logit shift from a node to its newcomer node, ``δ_p = log σ(μ_new + s_new η_p)`` for the
-    layers with newcomer leaves, ``log σ(μ_new)`` for every other node; ``None`` without newcomers.
-
-    ``δ ≤ 0``: a source with no history is trusted at most as much as its layer. Unbounded
-    above, the shift was pulled up by whatever newcomers agreed on (a campaign agrees with
-    itself), and every new source in every layer inherited that.
-    """
-    if "newcomer_loc" not in latents:
-        return None
-    loc = latents["newcomer_loc"]
-    shift = loc.expand(structure.n_nodes).clone()
-    parents = torch.as_tensor(structure.newcomer_parents)
-    raw = shift.index_put((parents,), loc + latents["newcomer_scale"] * latents["newcomer_offset"])
-    return torch.nn.functional.logsigmoid(raw)
-
-
-def trust_logits(structure: ModelStructure, root: torch.Tensor, scale: torch.Tensor, level_value,
-                 shift: torch.Tensor | None = None) -> torch.Tensor:
+def trust_logits(structure: ModelStructure, root: torch.Tensor, scale: torch.Tensor, level_value) -> torch.Tensor:
     """Node logits, one depth at a time: ``x = loc + σ_d^(1-c) (z - c·loc)`` per node.
 
     ``loc`` is the parent's logit (the root's for a top layer; the user's stated trust
-    for a leaf that has one; the parent's newcomer node, parent logit + ``shift[parent]``,
-    for a newcomer leaf), ``c`` = 1 for a centred node (``z ~ N(loc, σ_d)``) and 0 for
+    for a leaf that has one), ``c`` = 1 for a centred node (``z ~ N(loc, σ_d)``) and 0 for
     a non-centred one (``z ~ N(0, 1)``). ``level_value(name, loc, σ, centred)`` returns
     ``z`` of a level: a ``pyro.sample`` in the model, a lookup in :func:`derive`.
     """
     dtype = root.dtype
-    newcomer = torch.as_tensor(structure.newcomer_slot >= 0) if shift is not None else None
     logits = torch.zeros(structure.n_nodes, dtype=dtype)
     stated = torch.as_tensor(structure.stated_logit, dtype=dtype)
     centred_all = torch.as_tensor(structure.node_messages >= CENTRED_MIN_MESSAGES)
@@ -171,8 +141,6 @@ def trust_logits(structure: ModelStructure, root: torch.Tensor, scale: torch.Ten
         par = parent[idx]
         parent_logit = root.expand(len(level)) if d == 0 else logits[par.clamp_min(0)]
         own_stated = stated[idx]
-        if newcomer is not None and d > 0:
-            parent_logit = torch.where(newcomer[idx], parent_logit + shift[par.clamp_min(0)], parent_logit)
         loc = torch.where(torch.isnan(own_stated), parent_logit, torch.nan_to_num(own_stated))
         sigma = scale[d].expand(len(level))
         centred = centred_all[idx]
@@ -185,9 +153,8 @@ def trust_logits(structure: ModelStructure, root: torch.Tensor, scale: torch.Ten
 
 def derive(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> Derived:
     dtype = latents["trust_root"].dtype
-    shift = newcomer_shift(structure, latents)
     trust_logit = trust_logits(structure, latents["trust_root"], latents["trust_scale"],
-                               lambda name, loc, sigma, centred: latents[name], shift)
+                               lambda name, loc, sigma, centred: latents[name])
 
     confusion: dict[int, torch.Tensor] = {}
     if "confusion_scale" in latents:
@@ -209,8 +176,7 @@ def derive(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> Deriv
     # in the tail must not overflow (λ·0 = inf·0 would be NaN)
     log_rate = (latents["rate_loc"] + latents["rate_scale"] * latents["rate_offset"]).clamp(-40.0, 12.0)
     return Derived(trust_logit=trust_logit, confusion=confusion, prior_table=prior_table, rate=log_rate.exp(),
-                   inv_temperature=torch.exp(-latents["reader_log_temperature"]),
-                   newcomer_logit=None if shift is None else trust_logit + shift)
+                   inv_temperature=torch.exp(-latents["reader_log_temperature"]))
 
 
 # =============================================================================== model

@@ -7,12 +7,12 @@ from typing import Any
 import pyro
 import torch
 
-from .belief_model import newcomer_shift, sample_latents, trust_logits
+from .belief_model import sample_latents, trust_logits
 from .structure import ModelStructure
 
 
 def encode_trust(structure: ModelStructure, trust_logit: torch.Tensor, root: torch.Tensor,
-                 scale: torch.Tensor, shift: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                 scale: torch.Tensor) -> dict[str, torch.Tensor]:
     """The ``trust_level_*`` latents that give ``trust_logit`` (inverse of :func:`trust_logits`)."""
     trust_logit = torch.as_tensor(trust_logit)
     out: dict[str, torch.Tensor] = {}
@@ -23,7 +23,7 @@ def encode_trust(structure: ModelStructure, trust_logit: torch.Tensor, root: tor
         out[name] = torch.where(centred, x, (x - loc) / sigma)
         return out[name]
 
-    trust_logits(structure, root, scale, level_value, shift)
+    trust_logits(structure, root, scale, level_value)
     return out
 
 
@@ -50,7 +50,7 @@ def point_latents(structure: ModelStructure, values: dict[str, Any] | None = Non
         out[name] = torch.as_tensor(value, dtype=dtype)
     if wanted is not None:
         out.update(encode_trust(structure, torch.as_tensor(wanted, dtype=dtype), out["trust_root"],
-                                out["trust_scale"], newcomer_shift(structure, out)))
+                                out["trust_scale"]))
         return out
     levels: dict[str, torch.Tensor] = {}
 
@@ -58,6 +58,6 @@ def point_latents(structure: ModelStructure, values: dict[str, Any] | None = Non
         levels[name] = torch.where(centred, loc, torch.zeros_like(loc))
         return levels[name]
 
-    trust_logits(structure, out["trust_root"], out["trust_scale"], at_prior_mean, newcomer_shift(structure, out))
+    trust_logits(structure, out["trust_root"], out["trust_scale"], at_prior_mean)
     out.update(levels)
     return out

@@ -22,8 +22,6 @@ class Derived:
     prior_table: dict[int, torch.Tensor]  # K → (kinds with K + 1, K); last row uniform
     rate: torch.Tensor  # (n_kinds,) λ per day
     inv_temperature: torch.Tensor  # (R,)
-    #: (V,) logit of each node's newcomer node: what a new source under the node starts at
-    newcomer_logit: torch.Tensor | None = None
 
     @property
     def trust(self) -> torch.Tensor:

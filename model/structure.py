@@ -33,10 +33,6 @@ class ModelStructure:
     question_canonical: np.ndarray  # (Q,) bool: the question has its kind's options
     readers: np.ndarray  # (R,) str
     pairs: dict[int, "PairTable"] = field(default_factory=dict)  # K → (node, kind) pairs
-    #: (V,) row in ``newcomer_parents`` of a newcomer leaf's parent, -1 for every other node
-    newcomer_slot: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: (P,) the nodes with newcomer leaves under them: each has its own newcomer shift
-    newcomer_parents: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_nodes(self) -> int:
@@ -105,34 +101,7 @@ class ModelStructure:
             readers=np.asarray(evidence.readers, dtype=str),
         )
         structure.pairs = PairTable.build_all(structure, evidence)
-        structure.newcomer_slot, structure.newcomer_parents = newcomer_leaves(
-            tree, leaf_of_source, structure.node_messages, stated)
         return structure
-
-
-#: A source with at most this many readings in the fit has no history to speak of: its
-#: trust is drawn around its layer's *newcomer* node (the layer's logit plus a learned
-#: shift), not around the layer's established members. A brand-new source at read time
-#: (no readings at all) starts at that newcomer node.
-NEWCOMER_READINGS = 3
-
-
-def newcomer_leaves(tree: SourceTree, leaf_of_source: np.ndarray, node_messages: np.ndarray,
-                    stated_logit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(V,) slot of each newcomer leaf's parent in the returned (P,) parent list, -1 elsewhere.
-
-    A newcomer is a leaf with at most ``NEWCOMER_READINGS`` readings, no user-stated trust
-    and a layer above it (a leaf hanging off the root has no layer to shift from).
-    """
-    slot = np.full(tree.n_nodes, -1, dtype=np.int64)
-    if tree.n_nodes == 0:
-        return slot, np.zeros(0, dtype=np.int64)
-    leaves = np.unique(leaf_of_source)
-    new = leaves[(node_messages[leaves] <= NEWCOMER_READINGS) & np.isnan(stated_logit[leaves])
-                 & (tree.parent[leaves] >= 0)]
-    parents, which = np.unique(tree.parent[new], return_inverse=True)
-    slot[new] = which
-    return slot, parents.astype(np.int64)
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""Robust trust (issue 15): noise is not contrarian, settled facts come first, newcomers
-start at their layer's newcomer node. One small hand-built store (tests/training_data.py,
-``robust_records``), fitted once with the defaults and once without the settled-first cut."""
+"""Robust trust (issue 15): noise is not contrarian, settled facts come first. One small
+hand-built store (tests/training_data.py, ``robust_records``), fitted once with the
+defaults and once without the settled-first cut."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from doxa.data.evidence import SourceTable
-from doxa.inference.read import params as P
 from doxa.inference.read import scorer
 from doxa.inference.learn.fit import BeliefFit
 from training_data import robust_records
@@ -78,19 +77,6 @@ def test_a_contrarian_confusion_matrix_still_counts_against_what_a_source_states
     after = scorer.score(more, contrarian).probs[rows, top]
     movable = before < 1 - 1e-9  # a belief at 1 to float precision has nowhere to fall
     assert movable.sum() >= 10 and np.all(after[movable] < before[movable] - 1e-6)
-
-
-def test_a_new_source_starts_at_its_layers_newcomer_node(robust):
-    _, _, doc, _ = robust
-    social = doc["trust"]["social"]
-    # 40 one-message newcomers under `social`, all wrong on settled items; its 3 members honest
-    assert social["newcomer"] < 0.5 < min(doc["trust"][f"social/social-{i}"]["mean"] for i in range(3))
-    assert social["newcomer"] < social["mean"] - 0.2
-    alpha, where = P.trust_for_source(doc, "social/somebody-new", None)
-    assert alpha == pytest.approx(social["newcomer"]) and where == "social (newcomer)"
-    # an established member is read at its own trust, a path that is itself fitted at its mean
-    assert P.trust_for_source(doc, "social/social-0", None)[1] == "social/social-0"
-    assert P.trust_for_source(doc, "social", None) == (social["mean"], "social")
 
 
 def _held_unsettled(evidence, beliefs):

@@ -27,6 +27,7 @@ import numpy as np
 from doxa.data.evidence import Evidence
 
 from .fit import BeliefFit
+from .predictions import predict_settlements
 
 #: Blocks of settlements in time order; each is held out once.
 FOLDS = 3
@@ -42,8 +43,6 @@ def choose_form(fit: BeliefFit, evidence: Evidence, *, folds: int = FOLDS, seed:
     ``log_loss`` per form, ``delta`` (confusion − trust, nats per settlement), ``se``,
     ``settlements`` scored, ``folds``, ``reason``.
     """
-    from .train import predict_settlements  # train imports this module: the cycle is broken here
-
     forms = getattr(fit, "forms_", None)
     if not forms:
         return {"chosen": "confusion" if fit.confusion_ else "trust", "reason": "only one form was fitted "

@@ -40,10 +40,6 @@ def document_from_draws(structure: ModelStructure, draws: dict[str, np.ndarray],
     t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)
     for i, path in enumerate(s.tree.paths.tolist()):
         doc["trust"][path].update(lo=float(t_lo[i]), hi=float(t_hi[i]))
-    if "newcomer_trust" in d:
-        newcomer = d["newcomer_trust"].mean(0)
-        for i in np.unique(s.tree.parent[s.tree.parent >= 0]).tolist():
-            doc["trust"][str(s.tree.paths[i])]["newcomer"] = float(newcomer[i])
     r_lo, r_hi = np.quantile(d["rate"], [lo_q, hi_q], axis=0)
     for i, kind in enumerate(s.kinds.tolist()):
         doc["kinds"][kind]["change_rate_interval"] = [float(r_lo[i]), float(r_hi[i])]

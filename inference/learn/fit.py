@@ -318,8 +318,6 @@ class BeliefFit:
                     record[f"prior_{k}"] = table[:-1].numpy()
                 for k, table in derived.confusion.items():
                     record[f"confusion_{k}"] = table.numpy()
-                if derived.newcomer_logit is not None:
-                    record["newcomer_trust"] = torch.sigmoid(derived.newcomer_logit).numpy()
                 for name, value in record.items():
                     out.setdefault(name, []).append(np.array(value, dtype=np.float64))
         return {name: np.stack(values) for name, values in out.items()}

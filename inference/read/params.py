@@ -3,9 +3,8 @@
 A version is one JSON document in the ``params`` table (``body`` column). Its keys:
 
 ``version``            int, set by the store when published.
-``trust``              ``{node_path: {"mean", "lo", "hi", "n"[, "newcomer"]}}`` — reliability ``α``
-                       of each node of the source tree (``newcomer``: the α a source new
-                       under this layer starts at). A node path is the source's layers joined by
+``trust``              ``{node_path: {"mean", "lo", "hi", "n"}}`` — reliability ``α`` of each
+                       node of the source tree. A node path is the source's layers joined by
                        ``/``; a leaf is ``<layers>/<source id>``. A source uses its deepest
                        node present (leaf, else parent, …), so a source first seen after the
                        fit starts at its nearest fitted ancestor.
@@ -96,18 +95,13 @@ def node_chain(path: str) -> list[str]:
 def trust_for_source(params: dict[str, Any], path: str, stated: float | None) -> tuple[float, str]:
     """The reliability ``α`` a source gets, and the node (or rule) it came from.
 
-    Fitted nodes win (deepest first). A source that is not itself fitted (new since the
-    fit) takes its nearest fitted ancestor's ``newcomer`` trust where the fit published
-    one: a source with no history starts at its layer's newcomer node, not at the
-    layer's established members. Without a fitted node: the user's stated trust, else
-    the default for the top layer.
+    Fitted nodes win (deepest first). Without a fitted node: the user's stated trust,
+    else the default for the top layer.
     """
     fitted = params["trust"]
     for node in node_chain(path):
         entry = fitted.get(node)
         if entry is not None:
-            if node != path and entry.get("newcomer") is not None:
-                return float(entry["newcomer"]), f"{node} (newcomer)"
             return float(entry["mean"]), node
     if stated is not None and not math.isnan(stated):
         return float(stated), "stated"
