@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     world: Optional[str] = typer.Option(None, "--world", help="World config JSON (default: the `default` preset; "
-                                        "`quick`/`tiny` name presets too)."),
+                                        "`quick`, `tiny`, `campaign` name presets too)."),
     quick: bool = flag(False, "--quick", "The small `quick` world and a light schedule (≈ 1 minute)."),
     out: str = typer.Option("bench-out", "--out", help="Folder for report.md, results.json and the plots."),
     systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated subset of systems to run."),

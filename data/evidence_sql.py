@@ -148,11 +148,15 @@ def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str,
 
 
 def _source_readings(store: "Store", cutoff: datetime, source_ids: np.ndarray) -> np.ndarray:
-    """Counted readings of each of ``source_ids`` up to the cut, over every active question."""
+    """Messages of each of ``source_ids`` with a counted reading up to the cut, on any active question.
+
+    The same query whichever questions were loaded, so a source's history (what
+    :mod:`doxa.model.independence` reads) is the same for ``doxa belief Q`` as for a full read.
+    """
     if len(source_ids) == 0:
         return np.zeros(0, dtype=np.int64)
     rows = store.execute(
-        """SELECT r.source, count(*) AS n FROM readings r JOIN questions q ON q.id = r.question
+        """SELECT r.source, count(DISTINCT r.message) AS n FROM readings r JOIN questions q ON q.id = r.question
            WHERE r.counts AND r.sent_at <= ? AND q.status = 'active' AND r.source IN (SELECT unnest(?))
            GROUP BY r.source""", [cutoff, source_ids.tolist()]).fetchnumpy()
     found = np.asarray(rows["source"], dtype=object)

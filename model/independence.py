@@ -3,8 +3,8 @@
 The story of :mod:`doxa.model.belief_model` treats readings as conditionally independent
 given the answer. Two patterns break that, and a careful analyst discounts both:
 
-- a *campaign*: sources with no history (at most :data:`FRESH_READINGS` counted readings
-  in the store) stating the same answer to one question within :data:`BURST_DAYS` of one
+- a *campaign*: sources with no history (at most :data:`FRESH_READINGS` messages with a
+  counted reading in the store) stating the same answer to one question within :data:`BURST_DAYS` of one
   another. Fresh accounts that arrive together and agree are, far more often than
   chance, one author (the copying sources of Dong, Berti-Équille & Srivastava, VLDB 2009,
   "Integrating conflicting data: the role of source dependence");
@@ -28,7 +28,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 
-#: A source with at most this many counted readings in the store has no history to speak of.
+#: A source with at most this many messages (with a counted reading) in the store has no history to speak of.
 FRESH_READINGS = 3
 #: Same-answer readings this close in time (days, chained) form one group.
 BURST_DAYS = 2.0
@@ -42,8 +42,9 @@ def independent_share(evidence: Evidence, burst_days: float = BURST_DAYS) -> np.
     k = evidence.questions.n_options[evidence.q]
     probs = np.where(np.arange(evidence.probs.shape[1])[None, :] < k[:, None], evidence.probs, -1.0)
     stated = np.argmax(probs, axis=1)
-    # a reading that leans to no option states nothing, so it joins no group
-    states = probs[np.arange(n), stated] > 1.0 / k + 1e-9
+    # a reading with no single top option states nothing, so it joins no group
+    second = np.sort(probs, axis=1)[:, -2] if probs.shape[1] > 1 else np.full(n, -1.0)
+    states = probs[np.arange(n), stated] > second + 1e-9
     src = evidence.sources
     history = src.readings if src.readings is not None else np.bincount(evidence.source_index,
                                                                         minlength=len(src.ids))

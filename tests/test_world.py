@@ -503,3 +503,10 @@ def test_knob_errors_name_the_field():
         WorldConfig.preset("quick").with_overrides(
             sources=_groups_with(WorldConfig.preset("quick"), ["web", "forum"],
                                  compromised={"share": 0.5, "day": 9999.0, "trust": 0.3}))
+
+
+def test_the_campaign_preset_attacks_a_trusted_layer_with_few_settlements():
+    campaign, default = WorldConfig.preset("campaign"), WorldConfig.preset("default")
+    assert campaign.planted.layers == ["friend", "close", "chat"] and campaign.planted.campaigns == 150
+    assert campaign.settlements.question_share == 0.1
+    assert campaign.kinds == default.kinds and campaign.sources.groups == default.sources.groups
