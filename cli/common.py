@@ -125,10 +125,12 @@ def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[st
     # The read writes one row to `reads`; checkpointing it at exit costs ~0.2 s on a 1M-reading
     # store. It stays in the write-ahead log (durable) until DuckDB's next checkpoint.
     mem.store.con.execute("PRAGMA disable_checkpoint_on_shutdown")
-    b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
     if as_json:
-        emit_json(b.to_dict())
+        from doxa.inference.agent import tools
+
+        emit_json(guarded(lambda: tools.belief(mem, question, moment, act_at)))
         return
+    b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
     print(f"{b.question}: {b.text}")
     for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
         bar = "█" * int(round(p * 30))

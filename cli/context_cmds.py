@@ -91,11 +91,12 @@ def register(app: typer.Typer) -> None:
         moment = parse_at(at)
         mem = open_memory(db)
         warn_if_after_evidence(mem, moment)
-        ctx = guarded(lambda: build(mem, task, at=moment, act_at=act_at, limit=limit))
         if as_json:
-            emit_json(ctx.to_dict())
+            from doxa.inference.agent import tools
+
+            emit_json(guarded(lambda: tools.context(mem, task, moment, act_at, limit)))
             return
-        render_context(ctx)
+        render_context(guarded(lambda: build(mem, task, at=moment, act_at=act_at, limit=limit)))
 
     @app.command()
     def search(
@@ -106,16 +107,14 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ):
         """Full-text search (BM25) over every kept message, best first."""
-        from doxa.data import search as S
+        from doxa.inference.agent import tools
 
         mem = open_memory(db)
-        if subject is not None and subject not in {s["id"] for s in mem.store.subjects()}:
-            fail(f"no subject {subject!r}: `doxa beliefs` lists subjects' questions")
-        terms = S.tokenize(mem.store, words)
-        hits = guarded(lambda: S.search_messages(mem.store, terms, subject=subject, limit=limit))
+        found = guarded(lambda: tools.search(mem, words, subject, limit))
         if as_json:
-            emit_json({"words": words, "terms": terms, "hits": [h.to_dict() for h in hits]})
+            emit_json(found)
             return
+        terms, hits = found["terms"], found["hits"]
         con = console()
         if not hits:
             con.print(f"No kept message matches {_e(', '.join(terms)) or 'nothing'}"
@@ -127,8 +126,8 @@ def register(app: typer.Typer) -> None:
         for name in ("score", "sent", "source", "message", "text"):
             table.add_column(name)
         for h in hits:
-            text = _e(h.text) + (" [dim](assistant note: never evidence)[/]" if h.is_assistant else "")
-            table.add_row(f"{h.score:.2f}", f"{h.sent_at:%Y-%m-%d}", _e(h.source), _e(h.message), text)
+            text = _e(h["text"]) + (" [dim](assistant note: never evidence)[/]" if h["is_assistant"] else "")
+            table.add_row(f"{h['score']:.2f}", h["sent_at"][:10], _e(h["source"]), _e(h["message"]), text)
         con.print(table)
 
     @app.command()
@@ -151,9 +150,9 @@ def register(app: typer.Typer) -> None:
         warn_if_after_evidence(mem, moment)
         answers = [o for o in options.split(",")]
         if as_json:
-            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
-                                         at=moment, limit=limit))
-            emit_json(result.to_dict())
+            from doxa.inference.agent import tools
+
+            emit_json(guarded(lambda: tools.ask(mem, question, subject, answers, kind, question_id, moment, limit)))
             return
         con = console()
         if not con.is_terminal:

@@ -14,11 +14,27 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperGroup, _click  # typer's own copy of click: its exceptions are these
 
-from doxa.cli import bench_cmds, context_cmds, train_cmds
+from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_cmds, train_cmds
 from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, set_json_mode, \
     show_belief, warn_if_after_evidence
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption
+from doxa.cli.options import AtOption, DbOption, JsonOption, flag
+
+def _flag_help_option(get_help_option):
+    """``--help`` shown as the flag it is: typer 0.29 labels every flag ``<bool>``, which reads as if
+    it took a value (``--help true`` is refused). One place for every command and the group."""
+
+    def wrapped(self, ctx):
+        option = get_help_option(self, ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    return wrapped
+
+
+_click.core.Command.get_help_option = _flag_help_option(_click.core.Command.get_help_option)
+
 
 class _Doxa(TyperGroup):
     """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
@@ -159,17 +175,25 @@ def beliefs(
     at: Optional[str] = AtOption,
     act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
+    uncertain: bool = flag(False, "--uncertain",
+                           help="Only beliefs to ask about before acting (below --act-at, or an instruction "
+                                "resting on another answer), most useful first."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
     """Every belief (or one subject's); --json prints a list of `belief --json` objects."""
+    from doxa.inference.agent import tools
+
     moment = parse_at(at)
     mem = open_memory(db)
     warn_if_after_evidence(mem, moment)
-    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
-    if as_json:
-        emit_json(found.to_dicts()[:limit] if limit else found.to_dicts())
+    if uncertain:
+        feedback_cmds.show_uncertain(guarded(lambda: tools.uncertain(mem, subject, moment, act_at, limit)), as_json)
         return
+    if as_json:
+        emit_json(guarded(lambda: tools.beliefs(mem, subject, moment, act_at, limit)))
+        return
+    found = guarded(lambda: mem.beliefs(subject, moment, act_at=act_at))
     if limit:
         found = found[:limit]
     console().print(_belief_table(found, f"{len(found)} belief(s)" + (f" about {_e(subject)}" if subject else "")))
@@ -186,11 +210,12 @@ def explain(
     moment = parse_at(at)
     mem = open_memory(db)
     warn_if_after_evidence(mem, moment)
-    ex = guarded(lambda: mem.explain(question, moment))
     if as_json:
-        emit_json(ex.to_dict())
+        from doxa.inference.agent import tools
+
+        emit_json(guarded(lambda: tools.explain(mem, question, moment)))
         return
-    render_explanation(ex)
+    render_explanation(guarded(lambda: mem.explain(question, moment)))
 
 
 def render_explanation(ex) -> None:
@@ -269,7 +294,7 @@ def demo(
 
 # Each command module imports only typer and doxa.cli.common at import time; what the
 # commands need beyond that loads inside them.
-for _commands in (train_cmds, bench_cmds, context_cmds):
+for _commands in (train_cmds, bench_cmds, context_cmds, remember_cmds, feedback_cmds, mcp_cmd):
     _commands.register(app)
 
 

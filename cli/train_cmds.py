@@ -38,7 +38,8 @@ def train(
                                                 help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     dry_run: bool = flag(False, "--dry-run", "Fit and calibrate, but publish nothing."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on standard error."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", metavar="",
+                                  help="Progress bars on standard error."),
 ):
     """The nightly job: fit trust, base rates and change rates; calibrate; publish a new parameter version."""
     if confusion not in ("auto", "on", "off"):
@@ -75,6 +76,10 @@ def _print_train(summary: dict, result) -> None:
               f"{summary['steps']} steps in {summary['fit_seconds']:.1f} s"
               + ("" if summary["converged"] else " [yellow](hit the step cap: not converged)[/]")
               + (" · confusion matrices on" if summary["confusion"] else ""))
+    if summary.get("refit"):
+        refit = summary["refit"]
+        con.print(f"[yellow]the first fit diverged at step {refit['diverged_at_step']} ({refit['reason']}); "
+                  f"fitted again from the start at learning rate {refit['learning_rate']:.3g}[/]")
     from doxa.inference.learn.choice import summary_line
 
     chosen = summary_line(summary.get("model_choice"))

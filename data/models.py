@@ -139,6 +139,10 @@ class QuestionRecord(_Record):
     text: NonEmptyText
     shape: Literal["choice", "yes_no", "scale"] = "choice"
     options: list[NonEmpty] | None = None
+    #: who wrote the question (an organizer model's name, a person); stored as ``created_by``
+    created_by: NonEmpty | None = None
+    #: the version of the organizer's instructions a model wrote it under (``doxa organizer-instructions``)
+    instructions_version: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _options(self) -> "QuestionRecord":
@@ -207,6 +211,12 @@ class SettlementRecord(_Record):
     at: Time
     how: Literal["correction", "approval", "outcome"]
     by: NonEmpty = "user"
+    #: How the world showed it, in words (an outcome's "the parcel arrived").
+    note: str | None = None
+    #: What doxa said of this answer just before it was settled, and under which parameter version:
+    #: a record of what was approved or corrected (never read back as a belief).
+    p_before: float | None = Field(default=None, ge=0.0, le=1.0)
+    params_version: int | None = None
 
 
 class RejectionRecord(_Record):
@@ -223,6 +233,7 @@ class InstructionRecord(_Record):
     subject: NonEmpty | None = None
     text: NonEmptyText
     at: Time
+    by: NonEmpty = "user"
     rests_on: dict[str, NonEmpty] | None = Field(
         default=None, description='the belief the instruction presumes: {"question": ..., "answer": ...}'
     )

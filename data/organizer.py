@@ -402,17 +402,22 @@ def _carry_question(con, src: dict[str, Any], into: dict[str, Any], omap: Option
     return {"readings": [[r[0], r[1]] for r in rows], **outcomes}
 
 
+#: A settlement's columns besides its question, answer and time: carried unchanged by merge, split and replay.
+SETTLEMENT_FACTS = "how, settled_by, note, p_before, params_version"
+
+
 def _carry_outcomes(con, src: dict[str, Any], target: dict[str, Any], omap: OptionMap) -> dict[str, list]:
     """Settlements and rejections of ``src`` carried to ``target``; returns what was inserted."""
     inserted: dict[str, list] = {"settlements": [], "rejections": []}
     existing = {(a, t) for a, t in _rows(con, "SELECT answer, settled_at FROM settlements WHERE question = ?",
                                          [target["id"]])}
-    for answer, at, how, by in _rows(con, "SELECT answer, settled_at, how, settled_by FROM settlements "
-                                          "WHERE question = ? ORDER BY settled_at", [src["id"]]):
+    for answer, at, *facts in _rows(con, f"SELECT answer, settled_at, {SETTLEMENT_FACTS} FROM settlements "
+                                         "WHERE question = ? ORDER BY settled_at", [src["id"]]):
         new = omap.mapping.get(answer)
         if new is None or (new, at) in existing:
             continue
-        _rows(con, "INSERT INTO settlements VALUES (?, ?, ?, ?, ?)", [target["id"], new, at, how, by])
+        _rows(con, f"INSERT INTO settlements (question, answer, settled_at, {SETTLEMENT_FACTS}) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [target["id"], new, at, *facts])
         existing.add((new, at))
         inserted["settlements"].append([new, at.isoformat()])
     old_rejections = _rows(con, "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ?",

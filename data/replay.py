@@ -15,7 +15,7 @@ import pyarrow as pa
 from . import models
 from .errors import StoreError
 from .insert import insert_arrow
-from .organizer import OptionMap, carried_readings, insert_readings
+from .organizer import SETTLEMENT_FACTS, OptionMap, carried_readings, insert_readings
 from .sql import bind
 from .store import Store
 from .writer import complete_readings
@@ -110,11 +110,13 @@ def _as_table(arrow) -> pa.Table:
 
 
 def _copy_outcomes(src_con, dst_con, src_q, dst_q, omap: OptionMap) -> None:
-    for answer, at, how, by in src_con.execute(bind(
-            "SELECT answer, settled_at, how, settled_by FROM settlements WHERE question = ?", [src_q["id"]])).fetchall():
+    for answer, at, *facts in src_con.execute(bind(
+            f"SELECT answer, settled_at, {SETTLEMENT_FACTS} FROM settlements WHERE question = ?",
+            [src_q["id"]])).fetchall():
         if answer in omap.mapping:
-            dst_con.execute(bind("INSERT INTO settlements VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                 [dst_q["id"], omap.mapping[answer], at, how, by])).fetchall()
+            dst_con.execute(bind(f"INSERT INTO settlements (question, answer, settled_at, {SETTLEMENT_FACTS}) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                 [dst_q["id"], omap.mapping[answer], at, *facts])).fetchall()
     for answer, at, by in src_con.execute(bind(
             "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ?", [src_q["id"]])).fetchall():
         if answer in omap.mapping:
@@ -127,13 +129,14 @@ def _copy_instructions(source: "Store", dst_con, options: dict[str, list[str]], 
     for new_id, old_id in origin.items():
         back.setdefault(old_id, new_id)
     rows = source.con.execute(
-        "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions").fetchall()
-    for iid, subject, text, at, rq, ra in rows:
+        "SELECT id, subject, text, given_at, given_by, rests_on_question, rests_on_answer FROM instructions").fetchall()
+    for iid, subject, text, at, by, rq, ra in rows:
         new_q = back.get(rq) if rq else None
         if new_q is None or ra not in options.get(new_q, []):
             new_q, ra = None, None
-        dst_con.execute(bind("INSERT INTO instructions VALUES (?, ?, ?, ?, ?, ?)",
-                             [iid, subject, text, at, new_q, ra])).fetchall()
+        dst_con.execute(bind("INSERT INTO instructions (id, subject, text, given_at, given_by, rests_on_question, "
+                             "rests_on_answer) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [iid, subject, text, at, by, new_q, ra])).fetchall()
 
 
 __all__ = ["replay"]

@@ -49,7 +49,10 @@ CREATE TABLE IF NOT EXISTS questions (
     options    VARCHAR[] NOT NULL,
     status     VARCHAR NOT NULL DEFAULT 'active',   -- active | merged | split | withdrawn
     created_by VARCHAR NOT NULL DEFAULT 'organizer',
-    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    -- the version of the organizer's instructions (prompts 'organizer') a model created it under;
+    -- NULL when a person or a file wrote it
+    instructions_version INTEGER
 );
 
 -- probs are in the order of questions.options.
@@ -78,6 +81,9 @@ CREATE TABLE IF NOT EXISTS settlements (
     settled_at TIMESTAMP NOT NULL,
     how        VARCHAR NOT NULL,
     settled_by VARCHAR NOT NULL DEFAULT 'user',
+    note       VARCHAR,            -- how the world showed it (an outcome's --how)
+    p_before   DOUBLE,             -- what doxa said of the answer just before (what was approved)
+    params_version INTEGER,        -- the parameter version p_before was computed with
     PRIMARY KEY (question, settled_at, answer)
 );
 
@@ -97,7 +103,8 @@ CREATE TABLE IF NOT EXISTS instructions (
     text              VARCHAR NOT NULL,
     given_at          TIMESTAMP NOT NULL,
     rests_on_question VARCHAR,
-    rests_on_answer   VARCHAR
+    rests_on_answer   VARCHAR,
+    given_by          VARCHAR NOT NULL DEFAULT 'user'
 );
 
 -- One row per published parameter version; body is the JSON document the
@@ -143,4 +150,32 @@ CREATE TABLE IF NOT EXISTS message_terms (
     message VARCHAR NOT NULL,
     term    VARCHAR NOT NULL,
     tf      INTEGER NOT NULL
+);
+
+-- Versioned texts that decide how memory is organised and read (the organizer's instructions):
+-- a new text is a new version, never an edit, so a change is a diff someone can read and roll back.
+CREATE TABLE IF NOT EXISTS prompts (
+    name    VARCHAR NOT NULL,      -- 'organizer'
+    version INTEGER NOT NULL,
+    text    VARCHAR NOT NULL,
+    set_at  TIMESTAMP NOT NULL,
+    set_by  VARCHAR NOT NULL,
+    note    VARCHAR NOT NULL DEFAULT '',
+    PRIMARY KEY (name, version)
+);
+
+-- Messages taken by `remember`: pending until the organizer and the reader have done their part
+-- (no model was configured, or the caller asked to keep a message a model failed on).
+CREATE TABLE IF NOT EXISTS remembered (
+    message              VARCHAR PRIMARY KEY,
+    status               VARCHAR NOT NULL,    -- pending | done
+    waiting_for          VARCHAR,             -- while pending: 'organizer' or 'reader'
+    reason               VARCHAR,             -- why it is pending
+    organizer            VARCHAR,
+    instructions_version INTEGER,
+    reader               VARCHAR,
+    questions            VARCHAR[] NOT NULL DEFAULT [],   -- the questions it was (or is to be) read for
+    organizer_calls      INTEGER NOT NULL DEFAULT 0,
+    reader_calls         INTEGER NOT NULL DEFAULT 0,
+    updated_at           TIMESTAMP NOT NULL
 );

@@ -26,7 +26,7 @@ from .sql import bind, sql_literal
 from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _FAR_FUTURE = datetime(9999, 1, 1)
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
@@ -81,7 +81,8 @@ def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
 
 
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
-#: probabilities as a list in option order (no JSON built per read) and drops its key.
+#: probabilities as a list in option order (no JSON built per read) and drops its key; version 3
+#: records what a settlement settled against (note, p_before, params_version) and who gave an instruction.
 _MIGRATIONS: dict[str, tuple[str, str]] = {
     "1": ("2", """
         CREATE TABLE reads_v2 (question VARCHAR NOT NULL, asked_at TIMESTAMP NOT NULL, read_at TIMESTAMP NOT NULL,
@@ -100,6 +101,18 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                    to_json(map_from_entries(list_zip(q.options, r.probs)))::VARCHAR AS answers,
                    r.top, r.p_top, r.params_version
             FROM reads r JOIN questions q ON q.id = r.question;
+    """),
+    # Version 3: the organizer's versioned instructions (prompts), the pending state of messages
+    # taken by `remember` (remembered), the instructions version each question was made under;
+    # what a settlement settled against (note, p_before, params_version) and who gave an instruction.
+    # The new tables come from schema.sql itself, run after the steps (every CREATE there is IF NOT EXISTS).
+    "2": ("3", """
+        ALTER TABLE questions ADD COLUMN IF NOT EXISTS instructions_version INTEGER;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS note VARCHAR;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS p_before DOUBLE;
+        ALTER TABLE settlements ADD COLUMN IF NOT EXISTS params_version INTEGER;
+        ALTER TABLE instructions ADD COLUMN IF NOT EXISTS given_by VARCHAR DEFAULT 'user';
+        ALTER TABLE instructions ALTER COLUMN given_by SET NOT NULL;
     """),
 }
 
@@ -145,6 +158,7 @@ class Store:
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self._seed_prompts()
         self.con.execute("COMMIT")
 
     def _migrate(self, version: str) -> None:
@@ -157,11 +171,19 @@ class Store:
             while version != SCHEMA_VERSION:
                 version, sql = _MIGRATIONS[version]
                 self.con.execute(sql)
+            self.con.execute(_schema_sql())
+            self._seed_prompts()
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
+
+    def _seed_prompts(self) -> None:
+        """Store the built-in texts as version 1 of each prompt a store does not have yet."""
+        from .prompts import seed_defaults
+
+        seed_defaults(self.con)
 
     def execute(self, sql: str, params: list[Any] | None = None):
         """Run SQL with parameters inlined as literals (see :func:`sql_literal`)."""
@@ -191,10 +213,10 @@ class Store:
                              "(one JSON object a line; see docs/formats.md)")
         return self.ingest_batch(batch)
 
-    def ingest_records(self, records: Iterable[dict]) -> dict[str, int]:
+    def ingest_records(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
         from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting
 
-        return self.ingest_batch(ingest_mod.parse_records(records))
+        return self.ingest_batch(ingest_mod.parse_records(records), also=also)
 
     def ingest_file(self, path: str | os.PathLike) -> dict[str, int]:
         if str(path) == "-":
@@ -209,12 +231,14 @@ class Store:
         except UnicodeDecodeError as err:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
-    def ingest_batch(self, batch) -> dict[str, int]:
+    def ingest_batch(self, batch, *, also=None) -> dict[str, int]:
+        """``also(con)``, when given, runs inside the batch's transaction, after its rows are written:
+        what it writes commits or rolls back with them."""
         # lazy: pyarrow loads only when writing, not on `doxa belief`'s start-up
         from . import organizer, writer
 
         self.use_one_thread(False)
-        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS)
+        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also)
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -425,13 +449,13 @@ class Store:
         return [{"from": f, "to": t, "kind": k} for f, t, k in rows]
 
     def instructions(self, subjects: list[str] | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer FROM instructions"
+        sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer, given_by FROM instructions"
         params: list[Any] = []
         if subjects is not None:
             sql += " WHERE list_contains(?, subject)"
             params.append(list(subjects))
         rows = self.execute(sql + " ORDER BY given_at, id", params).fetchall()
-        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer")
+        keys = ("id", "subject", "text", "given_at", "rests_on_question", "rests_on_answer", "by")
         return [dict(zip(keys, r)) for r in rows]
 
     def question_ids_for_subject(self, subject: str) -> list[str]:
@@ -464,13 +488,13 @@ class Store:
         return evidence_sql.explain_rows(self, question_id, at)
 
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT question, answer, settled_at, how, settled_by FROM settlements"
+        sql = "SELECT question, answer, settled_at, how, settled_by, note, p_before, params_version FROM settlements"
         params: list[Any] = []
         if question_ids is not None:
             sql += " WHERE list_contains(?, question)"
             params.append(list(question_ids))
         rows = self.execute(sql + " ORDER BY settled_at, question", params).fetchall()
-        keys = ("question", "answer", "settled_at", "how", "by")
+        keys = ("question", "answer", "settled_at", "how", "by", "note", "p_before", "params_version")
         return [dict(zip(keys, r)) for r in rows]
 
     def rejections(self, question_id: str) -> list[dict[str, Any]]:

@@ -43,6 +43,23 @@ def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, 
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
+#: An unknown id is answered with at most this many of the closest known ones.
+KNOWN_SHOWN = 5
+
+
+def _known(con, table: str, name: str, also: set[str]) -> str:
+    """' (known: 'a', 'b', … of N)': the ids closest to ``name``, so a typo's fix is in the message."""
+    rows = con.execute(
+        f"SELECT id, count(*) OVER () FROM {table} ORDER BY jaro_winkler_similarity(id, ?) DESC, id LIMIT ?",
+        [name, KNOWN_SHOWN]).fetchall()
+    closest = [r[0] for r in rows] or sorted(also)[:KNOWN_SHOWN]
+    total = rows[0][1] if rows else len(also)
+    if not closest:
+        return f" (there are no {table} yet)"
+    more = f", … {total} in all" if total > len(closest) else ""
+    return f" (known {table}, closest first: {', '.join(repr(c) for c in closest)}{more})"
+
+
 def _dedupe(items, key, problems: _Problems, what: str, same):
     """Keep the first record per key; a later record with the same key must be identical."""
     kept: dict[Any, tuple[int, Any]] = {}
@@ -94,10 +111,12 @@ def _subjects(items, stored: dict[str, tuple], problems: _Problems):
 
 
 def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
-                extra_writers: Mapping[str, "ExtraWriter"] | None = None) -> dict[str, int]:
+                extra_writers: Mapping[str, "ExtraWriter"] | None = None, *, also=None) -> dict[str, int]:
     """Check every reference and edit rule of a parsed file, then write it in one transaction.
 
     ``extra_writers`` writes record types beyond the core ones (the organizer's operations).
+    ``also(con)``, when given, runs inside that transaction after the rows are written (the state of
+    a remembered message commits or rolls back with its records).
 
     The problems of both passes (each line on its own, then references) are reported
     together, sorted by line. Records already stored unchanged are skipped. Apart from
@@ -172,6 +191,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                     | {r.rests_on["question"] for _, r in instructions if r.rests_on}) - set(question_options)
     for qid, (options, _kind, _shape) in _existing(con, "questions", referenced_q, "options, kind, shape").items():
         question_options[qid] = list(options)
+    known_q = lambda qid: _known(con, "questions", qid, set(question_options))  # noqa: E731
+    known_s = lambda sid: _known(con, "subjects", sid, known_subjects)  # noqa: E731
     broken_questions = broken.get("question", set())
 
     stored_messages = _existing(con, "messages", {r.id for _, r in messages}, "source, sent_at, text")
@@ -208,19 +229,20 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
 
     for line, r in questions:
         if r.subject and r.subject not in known_subjects:
-            unknown_subject(line, r.subject)
+            unknown_subject(line, r.subject, known_s(r.subject))
     for line, r in relations:
         for end, name in ((r.from_, "from"), (r.to, "to")):
             if end not in known_subjects:
                 unknown_subject(line, end, " in relation", name)
     for line, r in instructions:
         if r.subject and r.subject not in known_subjects:
-            unknown_subject(line, r.subject)
+            unknown_subject(line, r.subject, known_s(r.subject))
         if r.rests_on:
             opts = question_options.get(r.rests_on["question"])
             if opts is None:
                 if r.rests_on["question"] not in broken_questions:
-                    problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}",
+                    problems.add(line, f"rests_on names unknown question {r.rests_on['question']!r}"
+                                       f"{known_q(r.rests_on['question'])}",
                                  "add the question record first, or drop rests_on", "rests_on.question")
             elif r.rests_on["answer"] not in opts:
                 problems.add(line, f"rests_on answer {r.rests_on['answer']!r} is not an option of "
@@ -268,7 +290,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
             opts = question_options.get(r.question)
             if opts is None:
                 if r.question not in broken_questions:
-                    problems.add(line, f"unknown question {r.question!r} in {kind}", "add a question record first",
+                    problems.add(line, f"unknown question {r.question!r} in {kind}{known_q(r.question)}",
+                                 "add a question record first",
                                  "question")
             elif r.answer not in opts:
                 problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}",
@@ -319,7 +342,9 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "id": [r.id for _, r in questions], "subject": [r.subject for _, r in questions],
                 "kind": [r.kind for _, r in questions], "text": [r.text for _, r in questions],
                 "shape": [r.shape for _, r in questions],
-                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string()))},
+                "options": pa.array([r.options for _, r in questions], pa.list_(pa.string())),
+                "created_by": [r.created_by or "organizer" for _, r in questions],
+                "instructions_version": pa.array([r.instructions_version for _, r in questions], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if messages:
             new_msgs = [(line, r) for line, r in messages if r.id not in stored_messages]
@@ -344,7 +369,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
             counts["settlements"] = _insert(con, "settlements", {
                 "question": [r.question for _, r in settlements], "answer": [r.answer for _, r in settlements],
                 "settled_at": pa.array([r.at for _, r in settlements], pa.timestamp("us")),
-                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements]},
+                "how": [r.how for _, r in settlements], "settled_by": [r.by for _, r in settlements],
+                "note": pa.array([r.note for _, r in settlements], pa.string()),
+                "p_before": pa.array([r.p_before for _, r in settlements], pa.float64()),
+                "params_version": pa.array([r.params_version for _, r in settlements], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if rejections:
             counts["rejections"] = _insert(con, "rejections", {
@@ -356,12 +384,15 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "id": [r.id for _, r in instructions], "subject": [r.subject for _, r in instructions],
                 "text": [r.text for _, r in instructions],
                 "given_at": pa.array([r.at for _, r in instructions], pa.timestamp("us")),
+                "given_by": [r.by for _, r in instructions],
                 "rests_on_question": [r.rests_on["question"] if r.rests_on else None for _, r in instructions],
                 "rests_on_answer": [r.rests_on["answer"] if r.rests_on else None for _, r in instructions]},
                 conflict="ON CONFLICT DO NOTHING")
         for handler, items in extra_writers:
             counts.update(handler.write(con, items))
         complete_readings(con)
+        if also is not None:
+            also(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -374,15 +405,16 @@ def _check_settlements(con, settlements, problems: _Problems) -> None:
     if not settlements:
         return
     rows = con.execute(
-        """SELECT question, settled_at, answer, how, settled_by FROM settlements
+        """SELECT question, settled_at, answer, how, settled_by, note FROM settlements
            WHERE question IN (SELECT unnest(?::VARCHAR[]))""",
         [sorted({r.question for _, r in settlements})]).fetchall()
-    answers: dict[tuple, tuple[int | None, str]] = {(q, at): (None, a) for q, at, a, _, _ in rows}
-    stored = {(q, at, a): (how, by) for q, at, a, how, by in rows}
+    answers: dict[tuple, tuple[int | None, str]] = {(q, at): (None, a) for q, at, a, *_ in rows}
+    stored = {(q, at, a): (how, by, note) for q, at, a, how, by, note in rows}
     for line, r in settlements:
         old = stored.get((r.question, r.at, r.answer))
-        if old is not None and old != (r.how, r.by):
-            problems.add(line, f"this settlement of {r.question!r} is stored with how {old[0]!r} and by {old[1]!r}",
+        if old is not None and old != (r.how, r.by, r.note):
+            problems.add(line, f"this settlement of {r.question!r} is stored with how {old[0]!r} and by {old[1]!r}"
+                               + (f" and note {old[2]!r}" if old[2] else ""),
                          "settlements are never edited: settle again at a later time")
             continue
         first = answers.setdefault((r.question, r.at), (line, r.answer))

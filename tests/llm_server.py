@@ -34,6 +34,7 @@ from typing import Any
 
 #: Faults a test can queue. Each is used for one request, in order.
 FAULTS = (
+    "pass",  # a normal answer (to let some requests through before a fault)
     "500",  # HTTP 500 with a JSON error body
     "503",  # HTTP 503
     "429",  # HTTP 429 with Retry-After: 0
@@ -45,11 +46,28 @@ FAULTS = (
     "no_letter",  # HTTP 200, top tokens contain no letter
     "slow",  # sleep slow_s before a normal answer (past the client's timeout)
     "drop",  # close the connection without answering
+    # for organizer requests (a JSON reply in the message content):
+    "truncated",  # the JSON reply cut in half, finish_reason "length"
+    "prose",  # a reply with no JSON at all ("Sure! Here is what I found…")
+    "fenced",  # the right JSON inside a Markdown code fence, with a sentence before it
+    "trailing_comma",  # the right JSON with a trailing comma (repairable)
+    "refusal",  # an OpenAI-style refusal: content null, message.refusal set
+    "bad_link",  # valid JSON linking a question id that was not shown
+    "schema_400",  # HTTP 400 when the request carries response_format (a server without json_schema)
+    "extra_field",  # valid JSON with a "confidence" key the schema forbids
 )
+ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal", "bad_link", "schema_400",
+                    "extra_field")
 
 _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
+_QUOTED_MESSAGE = re.compile(r'^Message: "(.*)"$', re.MULTILINE)
 DEFAULT_LABELS = ("unrelated", "lasting")
+#: What the reader's prompt calls the answers a rule names by their short name.
+LABEL_WORDING = {"unrelated": "the message says nothing about", "unclear": "the message talks about",
+                 "lasting": "how things usually are", "one-off": "one single occasion"}
+#: Rules naming one of these make the digit after a reading's letter say lasting (1) or one-off (2).
+DIGIT_LABELS = {"lasting": "1", "one-off": "2"}
 
 
 class FakeChatServer:
@@ -64,6 +82,8 @@ class FakeChatServer:
         top_n: int = 20,
         slow_s: float = 1.0,
         shape: str = "chat",
+        organizer=None,
+        no_digit: bool = False,
     ) -> None:
         if shape not in ("chat", "legacy"):
             raise ValueError("shape is 'chat' (choices[0].logprobs.content) or 'legacy'")
@@ -73,21 +93,34 @@ class FakeChatServer:
         self.top_n = top_n
         self.slow_s = slow_s
         self.shape = shape
-        #: Every request received: {"path", "headers", "body", "labels", "letter"}.
+        #: Stop after the letter (a model that ignores the digit): the reader must ask the one-off question apart.
+        self.no_digit = no_digit
+        #: Answers organizer requests (those without logprobs): ``organizer(message, prompt) -> dict``,
+        #: the JSON object the "model" replies with. Default: nothing to organize.
+        self.organizer = organizer or (lambda message, prompt: {"links": [], "new_questions": [],
+                                                                "new_subjects": [], "new_relations": []})
+        #: Every request received: {"path", "headers", "body", "labels", "letter", "kind"}.
         self.requests: list[dict[str, Any]] = []
-        self._faults: deque[str] = deque()
+        self._faults: deque[tuple[str, str]] = deque()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- control -----------------------------------------------------------------
 
-    def fail(self, kind: str, times: int = 1) -> None:
-        """Answer the next ``times`` requests with fault ``kind`` (see FAULTS)."""
+    def fail(self, kind: str, times: int = 1, *, to: str = "any") -> None:
+        """Answer the next ``times`` requests (of kind ``to``: any, reader or organizer) with fault ``kind``."""
         if kind not in FAULTS:
             raise ValueError(f"unknown fault {kind!r}; one of {FAULTS}")
+        if to not in ("any", "reader", "organizer"):
+            raise ValueError("to is any, reader or organizer")
         with self._lock:
-            self._faults.extend([kind] * times)
+            self._faults.extend([(kind, to)] * times)
+
+    def requests_of(self, kind: str) -> list[dict[str, Any]]:
+        """The requests received of one kind: "reader" (with logprobs) or "organizer"."""
+        with self._lock:
+            return [r for r in self.requests if r["kind"] == kind]
 
     def start(self) -> "FakeChatServer":
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -124,9 +157,13 @@ class FakeChatServer:
 
     # -- answering ---------------------------------------------------------------
 
-    def _next_fault(self) -> str | None:
+    def _next_fault(self, kind: str) -> str | None:
         with self._lock:
-            return self._faults.popleft() if self._faults else None
+            for i, (fault, to) in enumerate(self._faults):
+                if to in ("any", kind):
+                    del self._faults[i]
+                    return fault
+            return None
 
     def choose_letter(self, message: str, labels: dict[str, str]) -> str:
         """The letter the rules pick for this message among this prompt's labels."""
@@ -141,6 +178,14 @@ class FakeChatServer:
             if letter:
                 return letter
         return min(labels) if labels else "A"
+
+    def choose_digit(self, message: str) -> str:
+        """The digit after a reading's letter: 2 (one-off) when a rule naming "one-off" matches, else 1."""
+        text = message.lower()
+        for keyword, wanted in self.rules.items():
+            if keyword.lower() in text and wanted in DIGIT_LABELS:
+                return DIGIT_LABELS[wanted]
+        return "1"
 
     def top_logprobs(self, letters: list[str], favoured: str, limit: int) -> list[tuple[str, float]]:
         others = [letter for letter in letters if letter != favoured]
@@ -161,6 +206,10 @@ def _find_label(labels: dict[str, str], wanted: str) -> str | None:
     for letter, label in sorted(labels.items()):
         if label.lower() == wanted:
             return letter
+    wording = LABEL_WORDING.get(wanted)
+    for letter, label in sorted(labels.items()):
+        if wording and label.lower().startswith(wording):
+            return letter
     for letter, label in sorted(labels.items()):
         low = label.lower()
         if low.startswith(wanted + " ") or low.startswith(wanted + "("):
@@ -172,42 +221,38 @@ def _parse_prompt(body: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """(message text, {letter: label}) from the last user message of a request."""
     user = [m for m in body.get("messages", []) if m.get("role") == "user"]
     content = user[-1]["content"] if user else ""
-    found = _MESSAGE.search(content)
+    found = _MESSAGE.search(content) or _QUOTED_MESSAGE.search(content)
     message = found.group(1) if found else content
     after = content[found.end():] if found else content
     labels = {m.group(1): m.group(2).strip() for m in _LETTER_LINE.finditer(after)}
     return message, labels
 
 
-def _completion(token_logprobs: list[tuple[str, float]] | None, shape: str, content: str) -> dict:
+def _completion(tokens: list[list[tuple[str, float]]] | None, shape: str, content: str) -> dict:
+    """A completion whose generated tokens are the first entry of each list in ``tokens``
+    (a list of top_logprobs per generated token; a single list is one token)."""
     choice: dict[str, Any] = {
         "index": 0,
         "message": {"role": "assistant", "content": content},
         "finish_reason": "length",
         "logprobs": None,
     }
-    if token_logprobs is not None and token_logprobs:
-        first_token, first_lp = token_logprobs[0]
+    if tokens and isinstance(tokens[0], tuple):
+        tokens = [tokens]
+    if tokens and tokens[0]:
+        chosen = [top[0] for top in tokens]
         if shape == "chat":
-            choice["logprobs"] = {
-                "content": [
-                    {
-                        "token": first_token,
-                        "logprob": first_lp,
-                        "bytes": list(first_token.encode()),
-                        "top_logprobs": [
-                            {"token": t, "logprob": lp, "bytes": list(t.encode())}
-                            for t, lp in token_logprobs
-                        ],
-                    }
-                ]
-            }
+            choice["logprobs"] = {"content": [
+                {"token": token, "logprob": lp, "bytes": list(token.encode()),
+                 "top_logprobs": [{"token": t, "logprob": p, "bytes": list(t.encode())} for t, p in top]}
+                for (token, lp), top in zip(chosen, tokens)]}
         else:
             choice["logprobs"] = {
-                "tokens": [first_token],
-                "token_logprobs": [first_lp],
-                "top_logprobs": [dict(token_logprobs)],
+                "tokens": [t for t, _ in chosen],
+                "token_logprobs": [lp for _, lp in chosen],
+                "top_logprobs": [dict(top) for top in tokens],
             }
+        choice["message"]["content"] = "".join(t for t, _ in chosen) if len(chosen) > 1 else content
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -249,7 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "request body is not JSON"}})
             return
         message, labels = _parse_prompt(body)
-        record = {"path": self.path, "headers": dict(self.headers), "body": body, "labels": labels}
+        kind = "reader" if body.get("logprobs") else "organizer"
+        record = {"path": self.path, "headers": dict(self.headers), "body": body, "labels": labels, "kind": kind}
         with fake._lock:
             fake.requests.append(record)
 
@@ -257,7 +303,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
 
-        fault = fake._next_fault()
+        fault = fake._next_fault(kind)
+        if kind == "organizer" and fault not in ("500", "503", "429", "400", "401", "drop", "malformed", "no_choices"):
+            if fault == "slow":
+                time.sleep(fake.slow_s)
+            self._organizer_reply(fake, body, message, fault)
+            return
         if fault in ("500", "503", "400", "401"):
             self._send_json(int(fault), {"error": {"message": f"injected {fault}"}})
             return
@@ -288,4 +339,41 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _completion(words, fake.shape, "The"))
             return
         top = fake.top_logprobs(sorted(labels) or ["A"], letter, limit)
-        self._send_json(200, _completion(top, fake.shape, letter))
+        tokens = [top]
+        if int(body.get("max_tokens") or 1) >= 2 and not fake.no_digit:
+            # the reply goes on: a space and the lasting / one-off digit, as the reader's prompt asks
+            digit = fake.choose_digit(message)
+            other = "1" if digit == "2" else "2"
+            tokens.append(fake.top_logprobs([digit, other], digit, limit))
+        self._send_json(200, _completion(tokens, fake.shape, letter))
+
+    def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
+        if fault == "schema_400" and "response_format" in body:
+            self._send_json(400, {"error": {"message": "response_format json_schema is not supported"}})
+            return
+        user = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        prompt = user[0]["content"] if user else ""
+        found = _MESSAGE.search(prompt)  # the first user turn holds the message (later ones ask for a repair)
+        reply = fake.organizer(found.group(1) if found else prompt, prompt)
+        text = json.dumps(reply)
+        finish = "stop"
+        refusal = None
+        if fault == "truncated":
+            text, finish = text[: max(1, len(text) // 2)], "length"
+        elif fault == "prose":
+            text = "Sure! The message is about a person and their food preferences."
+        elif fault == "fenced":
+            text = "Here is the JSON:\n```json\n" + json.dumps(reply, indent=2) + "\n```"
+        elif fault == "trailing_comma":
+            text = text[:-1] + ",}"
+        elif fault == "bad_link":
+            text = json.dumps(dict(reply, links=list(reply.get("links", [])) + ["nobody.nothing"]))
+        elif fault == "extra_field":
+            text = json.dumps(dict(reply, confidence=0.9))
+        elif fault == "refusal":
+            text, refusal = None, "I can't help with organizing personal information."
+        choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": refusal},
+                  "finish_reason": finish, "logprobs": None}
+        self._send_json(200, {"id": "chatcmpl-org", "object": "chat.completion", "created": int(time.time()),
+                              "model": "fake-organizer", "choices": [choice],
+                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})

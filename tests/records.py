@@ -12,7 +12,7 @@ from typing import Any, Iterable
 #: Tables whose contents must not move when an ingest is refused (every table of schema.sql
 #: a caller can write to, plus the ones written as a side effect of ingest).
 STORE_TABLES = ("subjects", "relations", "sources", "messages", "questions", "readings", "settlements",
-                "rejections", "instructions", "params", "reads", "message_terms")
+                "rejections", "instructions", "params", "reads", "message_terms", "prompts", "remembered")
 
 
 def subject(id: str, name: str | None = None, aliases: list[str] | None = None) -> dict:

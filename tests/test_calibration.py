@@ -211,3 +211,55 @@ def test_commands_train_and_calibration(tmp_path):
     Store.open(empty).close()
     out = runner.invoke(app, ["calibration", "--db", empty])
     assert out.exit_code == 1 and "doxa train" in out.output
+
+
+def test_a_store_with_no_settlement_reports_that_it_has_nothing_to_measure():
+    report = C.OutputCalibration().fit(np.zeros((0, 2)), np.zeros(0, dtype=int)).report()
+    published = dict(report, before={k: None for k in report["before"]}, after={k: None for k in report["after"]})
+    for shown in (C.markdown_table(report), C.markdown_table(published)):  # as fitted, and as read back from JSON
+        assert "No settlement yet" in shown and "doxa correct" in shown and "| before |" not in shown
+
+
+def test_train_with_readings_but_no_settlement_publishes_nothing(tmp_path):
+    from typer.testing import CliRunner
+
+    from doxa.cli.main import app
+
+    db = str(tmp_path / "unsettled.duckdb")
+    store, _ = crowd_store(db, n_items=20, n_workers=4, gold_share=0.0, seed=12)
+    assert store.load_evidence().n_readings > 0
+    store.close()
+    out = CliRunner().invoke(app, ["train", "--db", db, "--max-steps", "50"])
+    assert out.exit_code == 1 and "no settlement to learn from" in out.output and "doxa correct" in out.output
+    from doxa.data.store import Store
+
+    with Store.open(db) as reopened:
+        assert reopened.latest_params() == (None, None)
+
+
+def test_a_diverged_fit_is_run_again_at_a_smaller_learning_rate(monkeypatch):
+    import torch
+
+    from doxa.inference.learn import train as T
+    from doxa.model import belief_model as story
+
+    store, _ = crowd_store(n_items=20, n_workers=4, seed=10)
+    real = story.chain_log_marginal
+    rates = []
+    original_init = T.BeliefFit.__init__
+
+    def remember_rate(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        rates.append(self.learning_rate)
+
+    def nan_at_the_first_rate(chains, derived, readings_only=False):
+        value = real(chains, derived, readings_only=readings_only)
+        return torch.full_like(value, torch.nan) if rates[-1] == 0.05 else value
+
+    monkeypatch.setattr(T.BeliefFit, "__init__", remember_rate)
+    monkeypatch.setattr(story, "chain_log_marginal", nan_at_the_first_rate)
+    result = T.train(store, fit_options=dict(QUICK_FIT, learning_rate=0.05), progress=False)
+    refit = result.summary()["refit"]
+    assert refit["learning_rate"] == pytest.approx(0.05 * T.REFIT_LEARNING_RATE_FACTOR)
+    assert refit["diverged_at_step"] == 0 and result.version == 1
+    assert store.latest_params()[1]["diagnostics"]["refit"] == refit

@@ -186,6 +186,13 @@ def test_json_is_shown_as_the_flag_it_is(db):
     help_text = invoke("belief", "--help").stdout
     (line,) = [ln for ln in help_text.splitlines() if "--json" in ln]
     assert "<bool>" not in line
+    import typer.main
+
+    group = typer.main.get_command(app)
+    commands = [[name] for name in group.commands]
+    commands += [[name, sub] for name, cmd in group.commands.items() for sub in getattr(cmd, "commands", {})]
+    for args in [[], *commands]:  # no flag anywhere reads as if it took a value
+        assert "<bool>" not in invoke(*args, "--help").stdout, args
     assert invoke("belief", "maya.diet", "--db", db, "--json", "true").exit_code == 2  # a flag takes no value
 
 

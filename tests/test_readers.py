@@ -66,8 +66,16 @@ def test_favoured_option_wins_and_probabilities_sum_to_one(server):
     assert request["headers"]["Authorization"] == "Bearer sekret"
     labels = request["labels"]
     assert [labels[k] for k in "AB"] == ["yes", "no"]
-    assert labels["C"].startswith("unclear") and labels["D"].startswith("unrelated")
-    assert "maya" in body["messages"][-1]["content"]
+    # unclear and unrelated are plain answers that name the person asked about
+    assert labels["C"] == "The message talks about this for maya but does not say which answer"
+    assert labels["D"] == "The message says nothing about this for maya"
+    final = body["messages"][-1]["content"]
+    assert final.startswith('Message: "Never give me anything with peanut in it"\nPerson: maya\n')
+    assert final.endswith("Answer:")
+    # worked examples come first, as earlier turns, the same for every call (a cacheable prefix)
+    roles = [m["role"] for m in body["messages"]]
+    assert roles[0] == "system" and roles[1:-1] == ["user", "assistant"] * 4 and roles[-1] == "user"
+    assert any("My brother is vegan" in m["content"] for m in body["messages"])
 
 
 def test_unrelated_message_reads_as_unrelated(server):
@@ -106,9 +114,19 @@ def test_one_off_question_reads_one_off_and_lasting(server):
     assert event.top == "eats fish" and lasting.top == "eats fish"
     assert event.one_off == pytest.approx(server.favoured_p / (1 - server.non_letter_p))
     assert lasting.one_off < 0.5 < event.one_off
-    assert len(server.requests) == 4  # two questions per read
-    one_off_labels = server.requests[1]["labels"]
-    assert one_off_labels["B"].startswith("one-off")
+    assert len(server.requests) == 2  # one call per reading: the digit after the letter
+    assert server.requests[0]["body"]["max_tokens"] >= 2
+
+
+def test_a_model_that_gives_no_digit_is_asked_the_one_off_question_apart():
+    with FakeChatServer({"fish": "eats fish", "tonight": "one-off"}, no_digit=True) as server:
+        reader = fast_reader(server)
+        event = reader.read("Had fish tonight at the harbour", DIET_Q, DIET_OPTIONS, subject="Maya")
+        assert event.top == "eats fish" and event.one_off > 0.5
+        assert len(server.requests) == 2 and reader.requests == 2
+        one_off_labels = server.requests[1]["labels"]
+        assert one_off_labels["A"].startswith("How things usually are for Maya")
+        assert one_off_labels["B"].startswith("One single occasion")
 
 
 def test_one_off_question_can_be_turned_off(server):

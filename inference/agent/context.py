@@ -52,6 +52,7 @@ from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data import subject_match
 
+from doxa.inference.read.feedback import instruction_contradicted
 from doxa.inference.read.memory import Belief, Memory, as_moment, utc_now
 
 #: Weight of a question that matches no word of the task, relative to the best match (a
@@ -287,7 +288,7 @@ def _instruction(memory: Memory, row: dict[str, Any], beliefs: dict[str, Belief]
                     "rests on, so doxa can tell you when the evidence turns against it")
         return out
     belief = beliefs.get(rests_q)
-    if belief is None or belief.top is None or belief.top == rests_a:
+    if belief is None or not instruction_contradicted(belief.top, rests_a):
         return out
     evidence = _strongest_against(memory, rests_q, at)
     quote = ""

@@ -6,11 +6,10 @@ import math
 import string
 from typing import Any, Sequence
 
-from .reading import UNCLEAR, UNRELATED
 
 #: Bumped whenever the wording of the questions below changes: a reader's fitted
 #: temperature belongs to one wording, so a new wording is a new reader version.
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 
 
 # --------------------------------------------------------------------------- letters
@@ -72,61 +71,107 @@ def letter_probabilities(
 
 
 # --------------------------------------------------------------------------- prompts
+#
+# Written for small local models (a 1.5B model at 4 bits reads with them; docs/readers.md):
+# worked examples as earlier chat turns, options as letters, the person named in every
+# question and in the two extra answers (so "my sister is vegan" has an answer that fits it
+# better than "vegan" when the question is about Maya), the extra answers worded as plain
+# answers rather than labels, and the lasting / one-off question folded into the same reply
+# as a digit after the letter: one call per (message, question). The examples are one fixed
+# block before the real question, so a server that caches the longest common prompt prefix
+# (llama.cpp does) evaluates them once.
 
-_SYSTEM_PROMPT = (
-    "You read one message and answer one multiple-choice question about what the "
-    "message says. Judge only what the message states or clearly implies, not whether "
-    "it is true. Answer with a single capital letter and nothing else."
+SYSTEM_PROMPT = (
+    "You read short messages kept in a personal memory and answer multiple-choice questions about one "
+    "named person. Use only what the message itself says about that person. A fact about someone else "
+    "(a sister, a friend, a colleague, the sender) says nothing about the named person. Do not judge "
+    "whether the message is true. Reply with the letter of one answer, a space, then 1 if what the "
+    "message says holds over time (a habit or a lasting fact) or 2 if it is about one single occasion."
 )
+ONE_OFF_SYSTEM_PROMPT = (
+    "You read short messages kept in a personal memory and answer multiple-choice questions about one "
+    "named person. Reply with the letter of one answer and nothing else."
+)
+#: The digit after the letter: lasting, one single occasion.
+LASTING, ONE_OFF = "1", "2"
+ANYONE = "the person asked about"
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _fenced_message(message_text: str) -> str:
-    # The message is untrusted text; keep it from closing its own fence.
-    body = message_text.replace("</message>", "</ message>")
-    return f"<message>\n{body}\n</message>"
+def _quoted(message_text: str) -> str:
+    # one line in straight quotes: the message (untrusted text) cannot start a turn of its own
+    return '"' + _one_line(message_text).replace('"', "'") + '"'
 
 
-def _choice_prompt(
-    message_text: str, question_text: str, labels: Sequence[str], subject: str | None
-) -> str:
-    about = f" (about {_one_line(subject)})" if subject else ""
-    lines = [
-        _fenced_message(message_text),
-        "",
-        f"Question{about}: {_one_line(question_text)}",
-        "Which answer does the message state or imply?",
+def choice_labels(options: Sequence[str], subject: str | None) -> list[str]:
+    """The answers of the lettered question: the options, then *unclear*, then *unrelated*."""
+    who = _one_line(subject or ANYONE)
+    return [_one_line(o) for o in options] + [
+        f"The message talks about this for {who} but does not say which answer",
+        f"The message says nothing about this for {who}",
     ]
+
+
+def choice_text(message_text: str, question_text: str, labels: Sequence[str], subject: str | None) -> str:
+    lines = [f"Message: {_quoted(message_text)}", f"Person: {_one_line(subject or ANYONE)}",
+             f"Question: {_one_line(question_text)}"]
     lines += [f"{LETTERS[i]}. {label}" for i, label in enumerate(labels)]
-    lines.append("Answer with one letter.")
+    lines.append("Answer:")
     return "\n".join(lines)
 
 
-def _choice_labels(options: Sequence[str]) -> list[str]:
-    return [_one_line(o) for o in options] + [
-        f"{UNCLEAR} (the message is about this question but does not say which answer)",
-        f"{UNRELATED} (the message says nothing about this question)",
-    ]
+def one_off_text(message_text: str, question_text: str, subject: str | None) -> str:
+    who = _one_line(subject or ANYONE)
+    return "\n".join([
+        f"Message: {_quoted(message_text)}", f"Person: {who}", f"Topic: {_one_line(question_text)}",
+        f"Does the message tell how things usually are for {who}, or about one single occasion?",
+        f"A. How things usually are for {who} (a habit or a lasting fact)",
+        "B. One single occasion (today, tonight, one meal, one trip, once)",
+        "C. Cannot tell",
+        "Answer:",
+    ])
 
 
-_ONE_OFF_LABELS = (
-    "lasting (a state that holds over time)",
-    "one-off (a single event or occasion)",
-    "unclear",
+_DIET = ("vegetarian", "vegan", "pescatarian", "omnivore")
+_WORK = ("Acme", "Globex", "Initech", "Hooli")
+_MUSIC = ("jazz", "pop", "rock", "classical")
+
+
+def _example(message_text: str, subject: str, question_text: str, options: Sequence[str]) -> str:
+    return choice_text(message_text, question_text, choice_labels(options, subject), subject)
+
+
+#: (user turn, assistant reply): a change of answer, another person's fact (not about the person
+#: asked), a vague mention (no answer given), and a single occasion.
+CHOICE_EXAMPLES: tuple[tuple[str, str], ...] = (
+    (_example("Ines left Acme in May, she works for Globex now.", "Ines", "Where does Ines work?", _WORK), "B 1"),
+    (_example("My brother is vegan, so no cheese at dinner please.", "Omar", "What does Omar eat?", _DIET), "F 1"),
+    (_example("Kenji mentioned something about music, I forgot what.", "Kenji", "What music does Kenji like?",
+              _MUSIC), "E 1"),
+    (_example("Omar had a big steak at the pub tonight.", "Omar", "What does Omar eat?", _DIET), "D 2"),
+)
+ONE_OFF_EXAMPLES: tuple[tuple[str, str], ...] = (
+    (one_off_text("Omar had fish and chips at the pub tonight.", "What does Omar eat?", "Omar"), "B"),
+    (one_off_text("Ines has cycled to work every day for years.", "How does Ines get around?", "Ines"), "A"),
 )
 
 
-def _one_off_prompt(message_text: str, question_text: str, subject: str | None) -> str:
-    about = f" (about {_one_line(subject)})" if subject else ""
-    lines = [
-        _fenced_message(message_text),
-        "",
-        f"Topic{about}: {_one_line(question_text)}",
-        "Is what the message says on this topic a lasting state or a one-off?",
-    ]
-    lines += [f"{LETTERS[i]}. {label}" for i, label in enumerate(_ONE_OFF_LABELS)]
-    lines.append("Answer with one letter.")
-    return "\n".join(lines)
+def _conversation(system: str, examples: Sequence[tuple[str, str]], final: str) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system}]
+    for user, reply in examples:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+    return messages + [{"role": "user", "content": final}]
+
+
+def choice_messages(message_text: str, question_text: str, labels: Sequence[str],
+                    subject: str | None) -> list[dict[str, str]]:
+    """The chat messages of one reading: the letter of an answer, then the lasting / one-off digit."""
+    return _conversation(SYSTEM_PROMPT, CHOICE_EXAMPLES, choice_text(message_text, question_text, labels, subject))
+
+
+def one_off_messages(message_text: str, question_text: str, subject: str | None) -> list[dict[str, str]]:
+    """The separate lasting (A) / one-off (B) / cannot tell (C) question, for a model that gave no digit."""
+    return _conversation(ONE_OFF_SYSTEM_PROMPT, ONE_OFF_EXAMPLES, one_off_text(message_text, question_text, subject))

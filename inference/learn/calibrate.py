@@ -273,13 +273,20 @@ class OutputCalibration:
 
 
 # ---------------------------------------------------------------------------- reporting
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def markdown_table(report: dict[str, Any]) -> str:
-    """Before/after metrics as a Markdown table."""
+    """Before/after metrics as a Markdown table; a store with no settlement yet has nothing to measure."""
+    if not report.get("n"):
+        return ("No settlement yet, so no calibration to measure: record what the user and the world say with "
+                "`doxa correct`, `doxa approve` or `doxa outcome`, then train again.")
     lines = ["| | n | accuracy | ECE | Brier | log-loss |", "|---|---|---|---|---|---|"]
     for label in ("before", "after"):
         m = report[label]
-        lines.append(f"| {label} | {m['n']} | {m['accuracy']:.3f} | {m['ece']:.3f} | {m['brier']:.3f} "
-                     f"| {m['log_loss']:.3f} |")
+        lines.append(f"| {label} | {m['n']} | {_cell(m['accuracy'])} | {_cell(m['ece'])} | {_cell(m['brier'])} "
+                     f"| {_cell(m['log_loss'])} |")
     return "\n".join(lines)
 
 
@@ -287,8 +294,8 @@ def reliability_markdown(report: dict[str, Any]) -> str:
     lines = ["| bin | n | confidence before | accuracy before | confidence after | accuracy after |",
              "|---|---|---|---|---|---|"]
     for i, (b, a) in enumerate(zip(report["reliability_before"], report["reliability_after"])):
-        lines.append(f"| {i + 1} | {b['n']} | {b['confidence']:.3f} | {b['accuracy']:.3f} | {a['confidence']:.3f} "
-                     f"| {a['accuracy']:.3f} |")
+        lines.append(f"| {i + 1} | {b['n']} | {_cell(b['confidence'])} | {_cell(b['accuracy'])} "
+                     f"| {_cell(a['confidence'])} | {_cell(a['accuracy'])} |")
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 
-from .fit import BeliefFit
+from .fit import BeliefFit, FitDiverged
 from .predictions import predict_settlements
 
 #: Blocks of settlements in time order; each is held out once.
@@ -65,7 +65,11 @@ def choose_form(fit: BeliefFit, evidence: Evidence, *, folds: int = FOLDS, seed:
             refit = BeliefFit(**{**fit.get_params(), "progress": progress, "keep_forms": False,
                                  "min_steps": 2 * fit.window, "max_steps": max(4 * fit.window, fit.steps_ // 4),
                                  "seed": seed + 101 + f, "learning_rate": fit.learning_rate * fit.lr_drop})
-            refit.fit(evidence, settlement_mask=~held_out, init_from=start)
+            try:
+                refit.fit(evidence, settlement_mask=~held_out, init_from=start)
+            except FitDiverged as err:
+                return {"chosen": fitted_choice, "settlements": int(n), "reason": f"a held-out refit of the "
+                        f"{name} form diverged ({err.reason}): kept the form the fit preferred"}
             pred = predict_settlements(evidence, fit.structure_, refit.params_document(), rows=rows)
             p = pred.probs[np.arange(len(pred.answer)), pred.answer]
             losses[name].append(-np.log(np.clip(p, 1e-12, 1.0)))

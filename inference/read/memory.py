@@ -13,15 +13,17 @@ checked against outcomes later. Nothing here imports torch, pyro or pandas.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timezone
 from collections.abc import Sequence
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from doxa.data.store import SMALL_LOG, Store, StoreError, from_days, to_days
 
+from . import feedback
 from . import params as P
 from . import scorer
 
@@ -213,8 +215,24 @@ class Memory:
     def ingest_lines(self, lines: Iterable[str]) -> dict[str, int]:
         return self.store.ingest_lines(lines)
 
-    def ingest(self, records: Iterable[dict]) -> dict[str, int]:
-        return self.store.ingest_records(records)
+    def ingest(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
+        """Ingest records, all or nothing. ``also(con)`` runs inside the same transaction (see Store.ingest_batch)."""
+        return self.store.ingest_records(records, also=also)
+
+    # ---------------------------------------------------------------- raw messages
+    def remember(self, text: str, *, source: str, sent_at=None, **kwargs):
+        """Keep a raw message, have the organizer and the reader do their part, return the beliefs it moved.
+
+        See :func:`doxa.inference.agent.remember.remember` (``organizer=``, ``reader=``, ``keep_on_failure=``)."""
+        from doxa.inference.agent.remember import remember
+
+        return remember(self, text, source=source, sent_at=sent_at, **kwargs)
+
+    def organize(self, **kwargs):
+        """Finish the messages `remember` kept pending (see :func:`doxa.inference.agent.remember.organize_pending`)."""
+        from doxa.inference.agent.remember import organize_pending
+
+        return organize_pending(self, **kwargs)
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
@@ -274,13 +292,17 @@ class Memory:
         whose :class:`Belief` objects are made only when an item is looked at.
         """
         if subject is not None:
-            question_ids = self.store.question_ids_for_subject(subject)
-            if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
-                raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
+            question_ids = self._subject_question_ids(subject)
         at, _, _, _, beliefs = self._score(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         self._log(at, found)
         return found
+
+    def _subject_question_ids(self, subject: str) -> list[str]:
+        question_ids = self.store.question_ids_for_subject(subject)
+        if not question_ids and subject not in {s["id"] for s in self.store.subjects()}:
+            raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
+        return question_ids
 
     # ---------------------------------------------------------------- explanations
     def explain(self, question_id: str, at: "datetime | str | None" = None) -> Explanation:
@@ -339,6 +361,59 @@ class Memory:
             rejections=self.store.rejections(question_id), calibration=params["calibration"],
         )
 
+    # ---------------------------------------------------------------- feedback (settled facts)
+    # Each verb writes one FORMATS.md record through :meth:`ingest` and is idempotent; see
+    # doxa.inference.read.feedback for what is recorded and how a repeat is recognised.
+    def correct(self, question: str, answer: str, *, at: datetime | str | None = None,
+                by: str = "user") -> feedback.Feedback:
+        """The user corrected the assistant: ``question``'s answer is ``answer`` (a settlement)."""
+        return feedback.settle(self, "correct", question, answer, at=at, by=by)
 
-__all__ = ["Memory", "Belief", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "as_moment", "from_days",
-           "np"]
+    def approve(self, question: str, answer: str | None = None, *, at: datetime | str | None = None,
+                by: str = "user") -> feedback.Feedback:
+        """The user approved what was proposed: ``answer``, by default the top answer at ``at``,
+        recorded with the probability doxa gave it then."""
+        return feedback.settle(self, "approve", question, answer, at=at, by=by)
+
+    def outcome(self, question: str, answer: str, *, how: str, at: datetime | str | None = None,
+                by: str = "world") -> feedback.Feedback:
+        """The world showed the answer (``how``: "the parcel arrived")."""
+        if not how or not how.strip():
+            raise feedback.FeedbackError("an outcome needs how the world showed it, e.g. how=\"the parcel arrived\"")
+        return feedback.settle(self, "outcome", question, answer, at=at, by=by, note=how)
+
+    def reject(self, question: str, answer: str, *, at: datetime | str | None = None,
+               by: str = "user") -> feedback.Feedback:
+        """The user says ``answer`` is not it: it reads 0 from ``at`` on."""
+        return feedback.reject(self, question, answer, at=at, by=by)
+
+    def instruct(self, subject: str | None, text: str, *, at: datetime | str | None = None, by: str = "user",
+                 rests_on: dict[str, str] | None = None) -> feedback.Feedback:
+        """A directive from the user (never a belief, never evidence); ``rests_on``:
+        ``{"question": ..., "answer": ...}``, the belief it presumes."""
+        return feedback.instruct(self, subject, text, at=at, by=by, rests_on=rests_on)
+
+    def uncertain(self, subject: str | None = None, at: datetime | None = None, *, act_at: float | None = None,
+                  limit: int | None = None) -> list[feedback.Uncertain]:
+        """The beliefs to ask about before acting — below the act threshold, or with an instruction
+        resting on another answer — most useful first (doxa.inference.read.feedback defines "useful")."""
+        question_ids = self._subject_question_ids(subject) if subject is not None else None
+        return feedback.uncertain(self, question_ids, at, act_at=act_at, limit=limit)
+
+
+@contextmanager
+def open_store(path=None, **kwargs) -> Iterator[Memory]:
+    """The store for one operation: opened here, closed (the file released) when the block ends.
+
+    Long-lived owners (the MCP server) open the store through this for every request rather
+    than hold the file, so other processes (`doxa train`, the CLI) can use it between requests.
+    """
+    memory = Memory.open(path, **kwargs)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+__all__ = ["Memory", "Belief", "open_store", "BeliefList", "Explanation", "EvidenceTerm", "utc_now", "as_moment",
+           "from_days", "np"]

@@ -1,0 +1,284 @@
+"""`doxa remember`, `doxa organize` and `doxa organizer-instructions`: raw messages in, beliefs out.
+
+Registered by cli/main.py through :func:`register`; every import beyond typer happens inside
+a command.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from doxa.cli.common import markup_safe as _e
+from doxa.cli.options import DbOption, JsonOption, flag
+
+
+
+def _answers(answers: dict[str, float]) -> str:
+    return "  ".join(f"{o} {p:.2f}" for o, p in sorted(answers.items(), key=lambda kv: -kv[1]))
+
+
+def _read_messages(path: str, default_source: str | None) -> list[dict]:
+    """Bare messages, one JSON object a line: ``{"text", "source", "sent_at"?, "id"?}`` (``source``
+    may be left out when ``--source`` gives it)."""
+    from doxa.cli.common import fail
+
+    items = []
+    try:
+        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    except FileNotFoundError:
+        fail(f"no such file: {path}")
+    problems = []
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as err:
+                problems.append(f"line {number}: not valid JSON ({err.msg} at column {err.colno})")
+                continue
+            if not isinstance(value, dict):
+                problems.append(f"line {number}: expected a JSON object {{\"text\", \"source\", \"sent_at\"}}")
+                continue
+            unknown = sorted(set(value) - {"text", "source", "sent_at", "id"})
+            if default_source and "source" not in value:
+                value = dict(value, source=default_source)
+            missing = [k for k in ("text", "source") if not isinstance(value.get(k), str) or not value[k].strip()]
+            if missing:
+                problems.append(f"line {number}: missing or empty {', '.join(repr(k) for k in missing)}: "
+                                "each line is {\"text\": …, \"source\": …, \"sent_at\": … (optional)}")
+            elif unknown:
+                problems.append(f"line {number}: unknown field(s) {unknown}: a bare message has text, source, "
+                                "sent_at and id only")
+            else:
+                items.append(value)
+    if problems:
+        shown = problems[:20] + ([f"… and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        fail(f"{path}: {len(problems)} bad line(s); nothing was remembered. Fix them and run again:\n  "
+             + "\n  ".join(shown))
+    return items
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def remember(
+        text: Optional[str] = typer.Argument(None, help="The message exactly as it arrived."),
+        source: Optional[str] = typer.Option(
+            None, "--source",
+            help="Who it came from: a stored source id, or a new source's path (layers, then id: person/self/chat/maya-chat)."),
+        at: Optional[str] = typer.Option(None, "--at", help="When it was sent (ISO 8601); default now."),
+        file: Optional[str] = typer.Option(
+            None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
+        keep: bool = flag(False, "--keep",
+                                  help="When a model fails, keep the message as pending for `doxa organize`."),
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Keep a raw message; the organizer links it to questions, the reader reads it; print what changed.
+
+        The model servers come from DOXA_ORGANIZER_URL / DOXA_READER_URL (docs/organizer.md). Without one the
+        message is kept as pending and `doxa organize` finishes it later.
+        """
+        from doxa.cli.common import emit_json, fail, guarded, open_memory
+        from doxa.inference.agent import tools
+        from doxa.inference.agent.remember import remember_many
+
+        if (text is None) == (file is None):
+            fail("give the message TEXT with --source, or --file FILE of messages (not both)", 2)
+        mem = open_memory(db, must_exist=False)
+        if file is None:
+            if not source:
+                fail("--source is required: a stored source id, or a new source's path such as person/self/chat/maya-chat", 2)
+            if as_json:
+                emit_json(guarded(lambda: tools.remember(mem, text, source, at, keep)))
+            else:
+                _render([guarded(lambda: mem.remember(text, source=source, sent_at=at, keep_on_failure=keep))])
+            return
+        items = _read_messages(file, source)
+        if as_json or not _terminal():
+            results = guarded(lambda: remember_many(mem, items, keep_on_failure=keep))
+        else:
+            from rich.progress import Progress
+
+            with Progress(transient=True) as bar:
+                task = bar.add_task("remembering", total=len(items))
+                results = guarded(lambda: remember_many(mem, items, keep_on_failure=keep,
+                                                        progress=lambda done, total: bar.update(task, completed=done)))
+        if as_json:
+            emit_json({"messages": len(results), "calls": _calls(results), "results": [r.to_dict() for r in results]})
+        else:
+            _render(results)
+
+    @app.command()
+    def organize(
+        limit: int = typer.Option(0, "--limit", min=0, help="Process at most this many pending messages (0: all)."),
+        db: Optional[str] = DbOption,
+        as_json: bool = JsonOption,
+    ):
+        """Finish the messages `remember` kept pending: organize them, read them, print what changed."""
+        from doxa.cli.common import emit_json, guarded, open_memory
+        from doxa.data.prompts import count_pending
+        from doxa.inference.agent.remember import organize_pending
+
+        mem = open_memory(db)
+        total = count_pending(mem.store)
+        if as_json or not _terminal() or not total:
+            results = guarded(lambda: organize_pending(mem, limit=limit or None))
+        else:
+            from rich.progress import Progress
+
+            with Progress(transient=True) as bar:
+                task = bar.add_task("organizing", total=min(total, limit) if limit else total)
+                results = guarded(lambda: organize_pending(mem, limit=limit or None,
+                                                           progress=lambda d, t: bar.update(task, completed=d)))
+        left = count_pending(mem.store)
+        if as_json:
+            emit_json({"pending_before": total, "pending_after": left, "calls": _calls(results),
+                       "results": [r.to_dict() for r in results]})
+            return
+        if not total:
+            typer.echo("Nothing pending: every remembered message is organized and read.")
+            return
+        _render(results)
+        typer.echo(f"{total - left} of {total} pending message(s) finished; {left} still pending.")
+
+    instructions = typer.Typer(help="The organizer's instructions: a versioned text in the store (show, set, "
+                                    "history, diff, rollback).", no_args_is_help=True)
+    app.add_typer(instructions, name="organizer-instructions")
+
+    @instructions.command("show")
+    def show(version: Optional[int] = typer.Option(None, "--version", help="An older version (default: current)."),
+             db: Optional[str] = DbOption, as_json: bool = JsonOption):
+        """Print the instructions the organizer follows now (or an older version)."""
+        from doxa.cli.common import emit_json, guarded, open_memory
+        from doxa.data import prompts
+
+        mem = open_memory(db, must_exist=False)
+        found = guarded(lambda: prompts.get(mem.store, version) if version else prompts.current(mem.store))
+        if as_json:
+            emit_json(found.to_dict())
+            return
+        typer.echo(f"# organizer instructions, version {found.version} (set {found.set_at:%Y-%m-%d %H:%M} by "
+                   f"{found.set_by}{': ' + found.note if found.note else ''})")
+        typer.echo(found.text, nl=not found.text.endswith("\n"))
+
+    @instructions.command("set")
+    def set_(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions (- for stdin)."),
+             default: bool = flag(False, "--default", help="Adopt this doxa's built-in text."),
+             note: str = typer.Option("", "--note", help="Why (kept with the version)."),
+             by: str = typer.Option("user", "--by", help="Who sets it."),
+             db: Optional[str] = DbOption, as_json: bool = JsonOption):
+        """Make a new version of the instructions (the old ones stay: `rollback` returns to one)."""
+        from doxa.cli.common import emit_json, fail, guarded, open_memory
+        from doxa.data import prompts
+
+        if (file is None) == (not default):
+            fail("give a FILE with the new text, or --default for the built-in one", 2)
+        if default:
+            text = prompts.built_in_text(prompts.ORGANIZER)
+        else:
+            try:
+                text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
+            except FileNotFoundError:
+                fail(f"no such file: {file}")
+        mem = open_memory(db, must_exist=False)
+        found, added = guarded(lambda: prompts.set_text(mem.store, text, by=by, note=note))
+        if as_json:
+            emit_json({"added": added, "current": found.to_dict()})
+        elif added:
+            typer.echo(f"Organizer instructions: version {found.version} is current "
+                       f"(`doxa organizer-instructions diff {found.version - 1} {found.version}` shows the change).")
+        else:
+            typer.echo(f"Unchanged: version {found.version} already has this text.")
+
+    @instructions.command("history")
+    def history(db: Optional[str] = DbOption, as_json: bool = JsonOption):
+        """Every version: when, by whom, why, and how many questions it created."""
+        from doxa.cli.common import emit_json, open_memory
+        from doxa.data import prompts
+
+        mem = open_memory(db, must_exist=False)
+        versions = prompts.history(mem.store)
+        made = prompts.questions_by_version(mem.store)
+        if as_json:
+            emit_json([dict(v.to_dict(), questions_created=made.get(v.version, 0)) for v in versions])
+            return
+        for v in versions:
+            typer.echo(f"v{v.version}  {v.set_at:%Y-%m-%d %H:%M}  {v.set_by}  {made.get(v.version, 0)} question(s)"
+                       + (f"  — {v.note}" if v.note else ""))
+
+    @instructions.command("diff")
+    def diff(old: int = typer.Argument(..., help="Version to compare from."),
+             new: int = typer.Argument(..., help="Version to compare to."),
+             db: Optional[str] = DbOption, as_json: bool = JsonOption):
+        """The change between two versions, as a unified diff."""
+        from doxa.cli.common import emit_json, guarded, open_memory
+        from doxa.data import prompts
+
+        mem = open_memory(db, must_exist=False)
+        text = guarded(lambda: prompts.diff(mem.store, old, new))
+        if as_json:
+            emit_json({"from": old, "to": new, "diff": text})
+        else:
+            typer.echo(text or f"Versions {old} and {new} have the same text.", nl=not text.endswith("\n"))
+
+    @instructions.command("rollback")
+    def rollback(version: int = typer.Argument(..., help="The version whose text becomes current again."),
+                 by: str = typer.Option("user", "--by", help="Who rolls back."),
+                 db: Optional[str] = DbOption, as_json: bool = JsonOption):
+        """Make an older version's text current again, as a new version (history is kept)."""
+        from doxa.cli.common import emit_json, guarded, open_memory
+        from doxa.data import prompts
+
+        mem = open_memory(db, must_exist=False)
+        found, added = guarded(lambda: prompts.roll_back(mem.store, version, by=by))
+        if as_json:
+            emit_json({"added": added, "current": found.to_dict()})
+        elif added:
+            typer.echo(f"Rolled back: version {found.version} has the text of version {version}.")
+        else:
+            typer.echo(f"Unchanged: the current version already has the text of version {version}.")
+
+
+def _terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _calls(results) -> dict[str, int]:
+    return {"organizer": sum(r.calls["organizer"] for r in results), "reader": sum(r.calls["reader"] for r in results)}
+
+
+def _render(results) -> None:
+    from rich.console import Console
+
+    con = Console()
+    for r in results:
+        head = f"[bold]{_e(r.message)}[/] from {_e(r.source)} ({r.sent_at[:10]})"
+        if r.status == "already":
+            con.print(f"{head}: already remembered, nothing new.")
+            continue
+        if r.error:
+            con.print(f"{head}: [red]{_e(r.error)}[/]")
+            continue
+        parts = []
+        if r.linked:
+            parts.append("linked " + ", ".join(_e(q) for q in r.linked))
+        if r.created:
+            parts.append("new question(s) " + ", ".join(_e(q) for q in r.created))
+        if r.new_subjects:
+            parts.append("new subject(s) " + ", ".join(_e(s) for s in r.new_subjects))
+        nothing = "kept, pending" if r.status == "pending" and not parts else "nothing to track"
+        con.print(f"{head}: " + ("; ".join(parts) if parts else nothing)
+                  + (f" [dim](instructions v{r.instructions_version})[/]" if r.instructions_version else ""))
+        for c in r.changed:
+            before = _answers(c.before) if c.before is not None else "new"
+            con.print(f"  {_e(c.question)}: {_e(before)}  →  [bold]{_e(_answers(c.after))}[/]")
+        if r.hint:
+            con.print(f"  [yellow]{_e(r.hint)}[/]")
+    calls = _calls(results)
+    con.print(f"[dim]{len(results)} message(s) · model calls: organizer {calls['organizer']}, "
+              f"reader {calls['reader']}[/]")

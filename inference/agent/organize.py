@@ -1,0 +1,453 @@
+"""The organizer: a model decides which questions a new message bears on (DESIGN: "the model decides what is worth knowing").
+
+For one message it is shown the message, its source, the subjects the memory knows that the
+message may be about and the questions already tracked for them (found by doxa's own search,
+so it links instead of duplicating), and it answers with structure, never with a number:
+
+- ``links``: ids of existing questions the message bears on;
+- ``new_questions``: questions to start tracking (subject, kind, text, shape, options);
+- ``new_subjects`` and ``new_relations``: people or things the message names, and how they relate.
+
+The schema has no field for a probability, a confidence or a score (tests check it): how much a
+message says for an answer is the reader's job, and how far to believe it the fit's.
+
+:class:`OpenAIChatOrganizer` asks any OpenAI-compatible chat-completions server (llama.cpp,
+vLLM, Ollama, hosted APIs). It sends the output's JSON schema as ``response_format`` where the
+server takes it (llama.cpp and vLLM turn it into a grammar, so even a small model's reply
+parses); a server that refuses the field is asked again without it, once, and remembered.
+Without a schema the reply is parsed as strict JSON after a light repair (code fences, prose
+around the object, trailing commas); a reply that still does not parse or validate is sent
+back once with what was wrong, and a second failure is an :class:`OrganizerError`. Local models
+break structured output often; one retry fixes most of it, more rarely help.
+
+The instructions (the system prompt) are not in this module: they are a versioned text in the
+store (:mod:`doxa.data.prompts`, ``doxa organizer-instructions``), passed in by the caller.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .llm_http import ChatEndpoint
+
+ENV_URL = "DOXA_ORGANIZER_URL"
+ENV_MODEL = "DOXA_ORGANIZER_MODEL"
+ENV_KEY = "DOXA_ORGANIZER_KEY"
+READER_ENV = ("DOXA_READER_URL", "DOXA_READER_MODEL", "DOXA_READER_KEY")
+
+#: Most existing questions shown to the organizer for one message (the best-ranked for its words).
+MAX_QUESTIONS_SHOWN = 20
+#: Every subject is shown when the store has at most this many; else those the message names and their neighbours.
+ALL_SUBJECTS_UP_TO = 25
+
+
+class OrganizerError(RuntimeError):
+    """The organizer gave no usable answer; the message says what went wrong and what to change."""
+
+    status: int | None = None
+
+
+# ---------------------------------------------------------------------------- the output schema
+class _Strict(BaseModel):
+    # every field is listed as required in the schema sent to the server (OpenAI strict mode
+    # wants that), while parsing a reply without the schema still accepts an omitted empty list
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_serialization_defaults_required=True)
+
+
+class NewQuestion(_Strict):
+    subject: str = Field(min_length=1, description="id of the subject it is about (known, or in new_subjects)")
+    kind: str = Field(min_length=1, description="short snake_case name of what is asked, e.g. diet, home_city")
+    text: str = Field(min_length=1, description="the question in words")
+    shape: Literal["yes_no", "choice"]
+    options: list[str] = Field(description="every plausible answer, at least 2, distinct; yes_no: [\"yes\", \"no\"]")
+
+
+class NewSubject(_Strict):
+    id: str = Field(min_length=1, description="lower-case words joined by _")
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+
+
+class NewRelation(_Strict):
+    from_: str = Field(alias="from", min_length=1)
+    to: str = Field(min_length=1)
+    kind: str = Field(min_length=1, description="e.g. partner, sibling, parent, colleague")
+
+
+class OrganizerOutput(_Strict):
+    """What the organizer decides for one message. No probabilities: the schema has no number at all."""
+
+    links: list[str] = Field(default=[], description="ids of existing questions the message bears on")
+    new_questions: list[NewQuestion] = []
+    new_subjects: list[NewSubject] = []
+    new_relations: list[NewRelation] = []
+
+    @classmethod
+    def response_schema(cls) -> dict[str, Any]:
+        """The JSON schema sent as ``response_format`` (titles and defaults left out: strict servers refuse them)."""
+        schema = _clean_schema(cls.model_json_schema(mode="serialization", by_alias=True))
+        schema.pop("description", None)
+        return schema
+
+
+def _clean_schema(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _clean_schema(v) for k, v in node.items() if k not in ("title", "default")}
+    if isinstance(node, list):
+        return [_clean_schema(v) for v in node]
+    return node
+
+
+# ---------------------------------------------------------------------------- the request
+@dataclass
+class OrganizerRequest:
+    """What the organizer is shown for one message."""
+
+    text: str
+    source: str
+    source_path: str
+    sent_at: datetime
+    #: ``{"id", "name", "aliases", "relations": ["partner: sam", …]}`` per subject shown
+    subjects: list[dict[str, Any]] = field(default_factory=list)
+    #: ``{"id", "subject", "text", "options"}`` per existing question shown
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    #: every subject id of the store (new subjects must not reuse one)
+    known_subject_ids: frozenset[str] = frozenset()
+
+    def prompt(self) -> str:
+        body = self.text.replace("</message>", "</ message>")
+        lines = [f"Message from {self.source_path} (source id {self.source}), sent {self.sent_at:%Y-%m-%d}:",
+                 "<message>", body, "</message>", "", "Known subjects (id: name):"]
+        if self.subjects:
+            for s in self.subjects:
+                extra = []
+                if s.get("aliases"):
+                    extra.append("aliases: " + ", ".join(s["aliases"]))
+                extra += s.get("relations", [])
+                lines.append(f"- {s['id']}: {s['name']}" + (f" ({'; '.join(extra)})" if extra else ""))
+        else:
+            lines.append("(none yet)")
+        lines += ["", "Existing questions (id (about subject): text [options]):"]
+        if self.questions:
+            for q in self.questions:
+                lines.append(f"- {q['id']} (about {q['subject']}): {q['text']} [{' | '.join(q['options'])}]")
+        else:
+            lines.append("(none yet)")
+        lines += ["", "Reply with the JSON object only."]
+        return "\n".join(lines)
+
+
+def slug(text: str) -> str:
+    """Lower-case words joined by ``_`` (ids and kinds the organizer proposes, normalised)."""
+    return "_".join(re.findall(r"[^\W_]+", text.lower()))
+
+
+def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[OrganizerOutput, list[str]]:
+    """The output normalised (ids and kinds slugged, links deduplicated, yes/no options in order),
+    and what is wrong with it that a model should fix (unknown ids, bad options)."""
+    problems: list[str] = []
+    shown = {q["id"] for q in request.questions}
+    links = list(dict.fromkeys(link.strip() for link in output.links))
+    for link in links:
+        if link not in shown:
+            problems.append(f"links: {link!r} is not one of the existing question ids listed; link only those")
+    new_subjects, seen_subjects = [], set()
+    for s in output.new_subjects:
+        sid = slug(s.id) or slug(s.name)
+        if not sid:
+            problems.append(f"new_subjects: {s.id!r} has no letters: give an id such as \"uncle_tom\"")
+            continue
+        if sid in request.known_subject_ids or sid in seen_subjects:
+            continue  # already known: nothing to add
+        seen_subjects.add(sid)
+        new_subjects.append(NewSubject(id=sid, name=s.name.strip(), aliases=[a.strip() for a in s.aliases if a.strip()]))
+    subjects = set(request.known_subject_ids) | seen_subjects
+    questions = []
+    for q in output.new_questions:
+        subject = slug(q.subject)
+        options = list(dict.fromkeys(o.strip() for o in q.options if o.strip()))
+        where = f"new_questions ({q.text!r})"
+        if subject not in subjects:
+            problems.append(f"{where}: subject {q.subject!r} is neither a known subject id nor in new_subjects")
+        if q.shape == "yes_no":
+            if sorted(o.lower() for o in options) != ["no", "yes"]:
+                problems.append(f"{where}: a yes_no question has options exactly [\"yes\", \"no\"]")
+            options = ["yes", "no"]
+        elif len(options) < 2:
+            problems.append(f"{where}: a choice question needs at least 2 distinct options")
+        kind = slug(q.kind)
+        if not kind:
+            problems.append(f"{where}: kind {q.kind!r} has no letters: give a snake_case name such as \"diet\"")
+        questions.append(NewQuestion(subject=subject, kind=kind, text=" ".join(q.text.split()), shape=q.shape,
+                                     options=options))
+    relations = []
+    for r in output.new_relations:
+        ends = (slug(r.from_), slug(r.to))
+        for end, given in zip(ends, (r.from_, r.to)):
+            if end not in subjects:
+                problems.append(f"new_relations: {given!r} is neither a known subject id nor in new_subjects")
+        if ends[0] == ends[1]:
+            continue
+        relations.append(NewRelation(**{"from": ends[0], "to": ends[1], "kind": slug(r.kind) or r.kind}))
+    clean = OrganizerOutput(links=links, new_questions=questions, new_subjects=new_subjects, new_relations=relations)
+    return clean, problems
+
+
+# ---------------------------------------------------------------------------- parsing a reply
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+
+
+def _outermost_object(text: str) -> str | None:
+    """The first balanced ``{…}`` of ``text`` (strings and escapes respected), or None."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    return None
+
+
+def parse_reply(content: str) -> tuple[dict[str, Any] | None, str, bool]:
+    """(the JSON object, what is wrong when None, whether it needed repair).
+
+    Repair is only what cannot change the meaning: a Markdown code fence, prose before or after
+    the object, trailing commas. A reply cut off before its end is not completed (guessing the
+    rest could invent a question); it is asked again.
+    """
+    text = content.strip()
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return value, "", False
+        return None, f"the reply is JSON but not an object (got {type(value).__name__})", False
+    except json.JSONDecodeError:
+        pass
+    fenced = _FENCE.match(text)
+    candidate = _outermost_object(fenced.group(1) if fenced else text)
+    if candidate is None:
+        if "{" in text:
+            return None, "the JSON object is not closed (the reply was cut off or malformed)", False
+        return None, "the reply holds no JSON object", False
+    for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
+        try:
+            value = json.loads(attempt)
+        except json.JSONDecodeError as err:
+            problem = f"not valid JSON ({err.msg} at column {err.colno})"
+            continue
+        return value, "", True
+    return None, problem, False
+
+
+def _validation_problems(err: ValidationError) -> list[str]:
+    out = []
+    for item in err.errors()[:6]:
+        where = ".".join(str(x) for x in item["loc"]) or "reply"
+        if item["type"] == "extra_forbidden":
+            out.append(f"{where}: unknown key; use only the keys of the format")
+        elif item["type"] == "missing":
+            out.append(f"{where}: missing")
+        else:
+            out.append(f"{where}: {item['msg']}")
+    return out
+
+
+# ---------------------------------------------------------------------------- organizers
+@dataclass
+class Organized:
+    """An organizer's answer for one message, with how it was got."""
+
+    output: OrganizerOutput
+    calls: int = 1
+    repaired: bool = False
+    retried: bool = False
+
+
+class Organizer(abc.ABC):
+    """Decides which questions a message bears on. Subclasses set ``name`` and implement :meth:`organize`."""
+
+    name: str = "organizer"
+
+    @abc.abstractmethod
+    def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
+        """The links, new questions, subjects and relations for ``request``, following ``instructions``.
+
+        The output returned has been through :func:`check_output`: every link is a question shown,
+        every subject of a new question or relation is known or new. Raises :class:`OrganizerError`."""
+
+
+def _http_hint(code: int) -> str:
+    if code in (401, 403):
+        return f"The server refused the key: set {ENV_KEY} (or DOXA_READER_KEY) to a valid API key."
+    if code == 404:
+        return f"Check that {ENV_URL} is the API base (ending in /v1) and that {ENV_MODEL} names a served model."
+    if code in (400, 422):
+        return f"The server rejected the request: check {ENV_MODEL}."
+    return "This error is not retried."
+
+
+@dataclass
+class OpenAIChatOrganizer(Organizer):
+    """The organizer over an OpenAI-compatible chat-completions server.
+
+    ``structured``: ``"auto"`` sends the JSON schema as ``response_format`` and drops it for good
+    when the server refuses the field; ``"schema"`` always sends it; ``"none"`` never does (strict
+    JSON, repair and one retry only). ``max_tokens`` bounds the reply (a reply cut off there is
+    asked again once). Transport failures are retried as the reader's are (:mod:`.llm_http`).
+    """
+
+    url: str
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    name: str = ""
+    timeout_s: float = 120.0
+    retries: int = 2
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    max_tokens: int = 768
+    structured: Literal["auto", "schema", "none"] = "auto"
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.url or not self.url.strip():
+            raise OrganizerError(f"no organizer URL given: set {ENV_URL} (or DOXA_READER_URL) to the server's "
+                                 "OpenAI base URL, e.g. http://127.0.0.1:8080/v1")
+        if self.structured not in ("auto", "schema", "none"):
+            raise ValueError(f"structured is auto, schema or none, not {self.structured!r}")
+        if not self.name:
+            self.name = f"llm:{self.model}" if self.model else "llm:default"
+        self.endpoint = ChatEndpoint(self.url, api_key=self.api_key, timeout_s=self.timeout_s, retries=self.retries,
+                                     backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
+                                     what="organizer server", error=OrganizerError, hint=_http_hint,
+                                     unreachable_hint=f"Check that the server is running and reachable at {ENV_URL}.")
+        self._schema_ok = self.structured != "none"
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests sent so far (each retry counts)."""
+        return self.endpoint.requests
+
+    def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
+        messages = [{"role": "system", "content": instructions}, {"role": "user", "content": request.prompt()}]
+        before = self.endpoint.requests
+        content, finish = self._complete(messages)
+        output, problems, repaired = self._read(content, finish, request)
+        retried = False
+        if problems:
+            retried = True
+            messages += [{"role": "assistant", "content": content},
+                         {"role": "user", "content": "Your reply could not be used:\n- " + "\n- ".join(problems)
+                          + "\nReply again with only the corrected JSON object, in the format given."}]
+            content, finish = self._complete(messages)
+            output, problems, repaired = self._read(content, finish, request)
+        if problems:
+            raise OrganizerError(
+                f"organizer server {self.endpoint.chat_url}: no usable answer after one retry: "
+                + "; ".join(problems[:4]) + f". Reply began: {content[:160]!r}. Use an instruction-tuned model "
+                "that follows a JSON format, or a server that takes response_format json_schema (llama.cpp, vLLM)"
+                + (", or raise max_tokens" if finish == "length" else "") + ".")
+        assert output is not None
+        return Organized(output=output, calls=self.endpoint.requests - before, repaired=repaired, retried=retried)
+
+    # -- one completion ----------------------------------------------------------
+    def _body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": self.max_tokens}
+        if self.model:
+            body["model"] = self.model
+        if self._schema_ok:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "doxa_organizer", "strict": True, "schema": OrganizerOutput.response_schema()}}
+        body.update(self.extra_body)
+        return body
+
+    def _complete(self, messages: list[dict[str, str]]) -> tuple[str, str]:
+        try:
+            answer = self.endpoint.post(self._body(messages))
+        except OrganizerError as err:
+            refused_schema = getattr(err, "status", None) in (400, 422) and self._schema_ok
+            if not (refused_schema and self.structured == "auto"):
+                raise
+            self._schema_ok = False  # this server does not take response_format: strict JSON from now on
+            answer = self.endpoint.post(self._body(messages))
+        where = f"organizer server {self.endpoint.chat_url}"
+        if not isinstance(answer, dict):
+            raise OrganizerError(f"{where}: reply is not a JSON object: {str(answer)[:200]!r}")
+        choices = answer.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            if "error" in answer:
+                raise OrganizerError(f"{where}: server returned an error: {str(answer['error'])[:300]}")
+            raise OrganizerError(f"{where}: reply has no choices: {json.dumps(answer)[:300]}. "
+                                 "Check that the URL is an OpenAI-compatible /v1 endpoint.")
+        message = choices[0].get("message") or {}
+        refusal = message.get("refusal")
+        if refusal:
+            raise OrganizerError(f"{where}: the model refused: {str(refusal)[:300]!r}. Nothing was stored; use "
+                                 "another model, or change the organizer's instructions (doxa organizer-instructions).")
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = ""
+        return content, str(choices[0].get("finish_reason") or "")
+
+    def _read(self, content: str, finish: str, request: OrganizerRequest
+              ) -> tuple[OrganizerOutput | None, list[str], bool]:
+        value, problem, repaired = parse_reply(content)
+        if value is None:
+            if finish == "length":
+                problem = f"the reply was cut off at {self.max_tokens} tokens before the JSON object ended; be shorter"
+            return None, [problem], False
+        try:
+            output = OrganizerOutput.model_validate(value)
+        except ValidationError as err:
+            return None, _validation_problems(err), repaired
+        clean, problems = check_output(output, request)
+        return (None if problems else clean), problems, repaired
+
+
+def organizer_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Organizer | None:
+    """The organizer configured in the environment, or None.
+
+    ``DOXA_ORGANIZER_URL`` / ``DOXA_ORGANIZER_MODEL`` / ``DOXA_ORGANIZER_KEY``, each defaulting to
+    the reader's (``DOXA_READER_URL`` / ``_MODEL`` / ``_KEY``): one server can do both jobs.
+    Keyword arguments go to :class:`OpenAIChatOrganizer` and override the environment.
+    """
+    env = os.environ if env is None else env
+
+    def pick(own: str, reader: str) -> str | None:
+        value = (env.get(own) or "").strip() or (env.get(reader) or "").strip()
+        return value or None
+
+    url = pick(ENV_URL, READER_ENV[0])
+    if not url:
+        return None
+    config: dict[str, Any] = {"url": url, "model": pick(ENV_MODEL, READER_ENV[1]), "api_key": pick(ENV_KEY, READER_ENV[2])}
+    config.update(kwargs)
+    return OpenAIChatOrganizer(**config)
+
+
+__all__ = ["Organizer", "OpenAIChatOrganizer", "OrganizerError", "OrganizerOutput", "OrganizerRequest", "Organized",
+           "NewQuestion", "NewSubject", "NewRelation", "check_output", "parse_reply", "organizer_from_env", "slug",
+           "MAX_QUESTIONS_SHOWN", "ALL_SUBJECTS_UP_TO"]

@@ -1,0 +1,426 @@
+"""`remember`: a raw message in, the beliefs it changed out (DESIGN's loop, one message at a time).
+
+For each message:
+
+1. it is kept exactly as it arrived (text, source, time);
+2. the organizer (:mod:`.organize`) is shown it with the subjects it may be about and the
+   questions already tracked for them (doxa's own search ranks them) and says which questions
+   it bears on, which new ones to track, which new subjects and relations it names;
+3. the reader reads the message against each of those questions (one call per question, or
+   one for all of them where the reader has a batch path);
+4. all of it — message, subjects, relations, questions, readings, the message's state — is
+   written in one transaction: a failure at any step leaves the store as it was;
+5. the beliefs of those questions are scored before and after, and the ones that moved returned.
+
+The organizer is called once per message (twice when its first reply had to be sent back),
+the reader once per (message, question) at most. With no model configured, the message is kept
+and marked pending with the step skipped and how to configure it; :func:`organize_pending`
+(``doxa organize``) finishes pending messages later. Nothing is deleted or invalidated by a
+model: a message only ever adds readings, and the scorer weighs them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from doxa.data import prompts, question_ranking, search, subject_match
+from doxa.data.errors import StoreError
+from doxa.data.times import parse_time
+
+from .organize import (ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, Organizer, OrganizerError, OrganizerRequest,
+                       organizer_from_env)
+
+if TYPE_CHECKING:  # Memory.remember calls into this module: only the type is needed here
+    from doxa.inference.read.memory import Memory
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+NO_ORGANIZER_HINT = (
+    "No organizer is configured, so the message was kept but not organized (pending). Point doxa at an "
+    "OpenAI-compatible chat server: set DOXA_READER_URL (used for both) or DOXA_ORGANIZER_URL, e.g. "
+    "http://127.0.0.1:8080/v1 for llama.cpp's llama-server, with DOXA_*_MODEL / DOXA_*_KEY where the server needs "
+    "them (docs/organizer.md), then run `doxa organize`.")
+NO_READER_HINT = (
+    "No reader is configured, so the questions were linked but not read (pending). Set DOXA_READER_URL to an "
+    "OpenAI-compatible server that returns logprobs (docs/readers.md), then run `doxa organize`.")
+
+
+class RememberError(StoreError):
+    """A message could not be remembered; the text says whether it was kept (pending) or not stored at all."""
+
+
+@dataclass
+class BeliefChange:
+    question: str
+    text: str
+    before: dict[str, float] | None  # None: the question is new
+    after: dict[str, float]
+    top: str | None
+    p_top: float
+
+
+@dataclass
+class RememberResult:
+    message: str
+    status: str  # done | pending | already
+    source: str
+    sent_at: str
+    skipped: list[str] = field(default_factory=list)
+    hint: str | None = None
+    organizer: str | None = None
+    instructions_version: int | None = None
+    reader: str | None = None
+    linked: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    #: questions the organizer proposed as new that already existed: linked instead
+    deduplicated: dict[str, str] = field(default_factory=dict)
+    new_subjects: list[str] = field(default_factory=list)
+    new_relations: list[dict[str, str]] = field(default_factory=list)
+    readings: int = 0
+    changed: list[BeliefChange] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=lambda: {"organizer": 0, "reader": 0})
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------- what the organizer is shown
+def organizer_request(memory: "Memory", text: str, source: str, source_path: str, sent_at: datetime) -> OrganizerRequest:
+    """The message with the subjects it may be about and the existing questions ranked for its words."""
+    store = memory.store
+    every = store.subjects()
+    named = {s["id"] for s in subject_match.match_subjects(store, text)}
+    named |= {s["id"] for s in subject_match.match_subjects(store, source.replace("-", " ").replace("_", " "))}
+    near = subject_match.neighbours(store, sorted(named))
+    shown_ids = set(named) | {n["id"] for n in near}
+    if len(every) <= ALL_SUBJECTS_UP_TO:
+        shown_ids = {s["id"] for s in every}
+    relations: dict[str, list[str]] = {}
+    for r in store.relations():
+        if r["from"] in shown_ids:
+            relations.setdefault(r["from"], []).append(f"{r['kind']}: {r['to']}")
+    subjects = [{"id": s["id"], "name": s["name"], "aliases": s["aliases"], "relations": relations.get(s["id"], [])}
+                for s in every if s["id"] in shown_ids]
+    questions: list[dict[str, Any]] = []
+    if shown_ids:
+        terms = [t for t in search.content_terms(search.words(text)) if len(t) > 1]
+        ranked = question_ranking.rank_questions(store, terms, subject_ids=sorted(shown_ids), evidence=False)
+        # the best-ranked first; with room to spare every question of these subjects is shown
+        chosen = [r["id"] for r in ranked[:MAX_QUESTIONS_SHOWN]]
+        if chosen:
+            table = store.question_table(chosen)
+            order = {q: i for i, q in enumerate(chosen)}
+            rows = sorted(zip(table.ids.tolist(), table.subjects.tolist(), table.texts.tolist(), table.options),
+                          key=lambda row: order[row[0]])
+            questions = [{"id": q, "subject": s, "text": t, "options": list(o)} for q, s, t, o in rows]
+    return OrganizerRequest(text=text, source=source, source_path=source_path, sent_at=sent_at, subjects=subjects,
+                            questions=questions, known_subject_ids=frozenset(s["id"] for s in every))
+
+
+# ---------------------------------------------------------------------------- sources and ids
+def message_id_for(text: str, source: str, sent_at: datetime) -> str:
+    """A message's id from its content: remembering the same message twice stores it once."""
+    key = f"{source}\x1f{sent_at.isoformat()}\x1f{text}"
+    return "msg-" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
+
+
+def _source(store, source: str) -> tuple[str, str, dict | None]:
+    """(source id, its path, a source record to add or None) for ``--source``: an id, or a path for a new one."""
+    source = source.strip().strip("/")
+    leaf = source.rsplit("/", 1)[-1]
+    row = store.execute("SELECT id, path FROM sources WHERE id = ?", [leaf]).fetchone()
+    if row is not None:
+        if "/" in source and source != row[1]:
+            raise RememberError(f"source {leaf!r} is stored with path {row[1]!r}, not {source!r}: give its id alone, "
+                                "or a new id for a new source")
+        return row[0], row[1], None
+    if "/" not in source or not leaf:
+        raise RememberError(f"unknown source {source!r}: give a new source as its path, layers first and its id last "
+                            "(e.g. person/self/chat/maya-chat or user/notes/my-notes), or ingest a source record")
+    layers = source.split("/")[:-1]
+    return leaf, source, {"type": "source", "id": leaf, "layers": layers}
+
+
+def _new_question_id(store, base: str, taken: set[str]) -> str:
+    candidate, n = base, 1
+    while candidate in taken or store.execute("SELECT 1 FROM questions WHERE id = ?", [candidate]).fetchone():
+        n += 1
+        candidate = f"{base}_{n}"
+    return candidate
+
+
+# ---------------------------------------------------------------------------- one message
+@dataclass
+class _Message:
+    id: str
+    text: str
+    source: str
+    source_path: str
+    sent_at: datetime
+    records: list[dict[str, Any]]  # what must be written with it (the message and a new source; none once stored)
+
+
+def _scores(memory: "Memory", question_ids: list[str], at: datetime) -> dict[str, Any]:
+    if not question_ids:
+        return {}
+    found, _ = memory.scored(question_ids, at)
+    return {b.question: b for b in found}
+
+
+def _requests(model) -> int | None:
+    value = getattr(model, "requests", None)
+    return value if isinstance(value, int) else None
+
+
+def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reader, *,
+             questions_to_read: list[str] | None = None) -> RememberResult:
+    """Organize (unless ``questions_to_read`` says which questions already), read, write it all at once."""
+    store = memory.store
+    result = RememberResult(message=msg.id, status="done", source=msg.source, sent_at=msg.sent_at.isoformat())
+    records = list(msg.records)
+    state: dict[str, Any] = {"message": msg.id, "status": prompts.DONE}
+    at = max(utc_now(), msg.sent_at)
+
+    # -- the organizer ---------------------------------------------------------------
+    if questions_to_read is None:
+        if organizer is None:
+            result.status, result.skipped, result.hint = "pending", ["organizer", "reader"], NO_ORGANIZER_HINT
+            state.update(status=prompts.PENDING, waiting_for="organizer", reason="no organizer configured")
+            memory.ingest(records, also=lambda con: prompts.mark_remembered(con, [state]))
+            return result
+        instructions = prompts.current(store, prompts.ORGANIZER)
+        request = organizer_request(memory, msg.text, msg.source, msg.source_path, msg.sent_at)
+        organized = organizer.organize(request, instructions.text)
+        out = organized.output
+        result.organizer, result.instructions_version = organizer.name, instructions.version
+        result.calls["organizer"] = organized.calls
+        state.update(organizer=organizer.name, instructions_version=instructions.version,
+                     organizer_calls=organized.calls)
+        for s in out.new_subjects:
+            records.append({"type": "subject", "id": s.id, "name": s.name, "aliases": s.aliases})
+            result.new_subjects.append(s.id)
+        for r in out.new_relations:
+            records.append({"type": "relation", "from": r.from_, "to": r.to, "kind": r.kind})
+            result.new_relations.append({"from": r.from_, "to": r.to, "kind": r.kind})
+        linked = list(out.links)
+        existing_text = {(q["subject"], " ".join(q["text"].lower().split())): q["id"] for q in request.questions}
+        taken: set[str] = set()
+        created_records = []
+        for q in out.new_questions:
+            base = f"{q.subject}.{q.kind}"
+            same = existing_text.get((q.subject, q.text.lower()))
+            if same is None:
+                row = store.execute("SELECT id, subject, status FROM questions WHERE id = ?", [base]).fetchone()
+                if row is not None and row[2] == "active" and row[1] == q.subject:
+                    same = row[0]  # the organizer re-proposed a question it was not shown: link it
+            if same is None and base in taken:
+                same = base  # proposed twice for one message
+            if same is not None:
+                result.deduplicated[f"{q.subject}: {q.text}"] = same
+                if same not in linked and same not in taken:
+                    linked.append(same)
+                continue
+            qid = _new_question_id(store, base, taken)
+            taken.add(qid)
+            created_records.append({"type": "question", "id": qid, "subject": q.subject, "kind": q.kind,
+                                    "text": q.text, "shape": q.shape, "options": list(q.options),
+                                    "created_by": organizer.name, "instructions_version": instructions.version})
+        records += created_records
+        result.linked, result.created = linked, [q["id"] for q in created_records]
+        question_records = {q["id"]: q for q in created_records}
+    else:
+        linked = [q for q in questions_to_read
+                  if (store.execute("SELECT status FROM questions WHERE id = ?", [q]).fetchone() or [""])[0] == "active"]
+        result.linked, question_records = linked, {}
+    to_read = result.linked + result.created
+    state["questions"] = to_read
+
+    # -- the reader ------------------------------------------------------------------
+    before = _scores(memory, result.linked, at)
+    if to_read and reader is None:
+        result.status, result.skipped, result.hint = "pending", ["reader"], NO_READER_HINT
+        state.update(status=prompts.PENDING, waiting_for="reader", reason="no reader configured")
+        memory.ingest(records, also=lambda con: prompts.mark_remembered(con, [state]))
+        return result
+    if to_read:
+        names = {s["id"]: s["name"] for s in store.subjects()}
+        names.update({r["id"]: r["name"] for r in records if r["type"] == "subject"})
+        asked = []
+        for qid in to_read:
+            q = question_records.get(qid) or store.question(qid)
+            asked.append((qid, q["text"], list(q["options"]), names.get(q["subject"], q["subject"])))
+        start = _requests(reader)
+        read_many = getattr(reader, "read_many", None)
+        if callable(read_many):
+            readings = read_many(msg.text, [(text, options, subject) for _, text, options, subject in asked])
+        else:
+            readings = [reader.read(msg.text, text, options, subject=subject) for _, text, options, subject in asked]
+        end = _requests(reader)
+        result.calls["reader"] = (end - start) if start is not None and end is not None else len(asked)
+        result.reader = getattr(reader, "name", type(reader).__name__)
+        records += [reading.to_record(msg.id, qid) for (qid, *_), reading in zip(asked, readings)]
+        result.readings = len(readings)
+        state.update(reader=result.reader, reader_calls=result.calls["reader"])
+
+    memory.ingest(records, also=lambda con: prompts.mark_remembered(con, [state]))
+    after = _scores(memory, to_read, at)
+    for qid in to_read:
+        b = after.get(qid)
+        if b is None:
+            continue
+        old = before.get(qid)
+        old_answers = old.answers if old is not None else None
+        if old_answers is not None and all(abs(old_answers[o] - p) < 1e-6 for o, p in b.answers.items()):
+            continue
+        result.changed.append(BeliefChange(question=qid, text=b.text, before=old_answers, after=b.answers,
+                                           top=b.top, p_top=b.p_top))
+    return result
+
+
+def _failure(err: Exception, kept: bool) -> str:
+    what = "organizer" if isinstance(err, OrganizerError) else "reader"
+    if kept:
+        return (f"the {what} failed; the message was kept as pending (nothing else was written): `doxa organize` "
+                f"retries it. {err}")
+    return (f"the {what} failed, so nothing was stored (run it again, or pass --keep to keep the message as "
+            f"pending for `doxa organize`): {err}")
+
+
+def _model_errors():
+    from .readers import ReaderError
+
+    return (OrganizerError, ReaderError)
+
+
+def _models(organizer, reader, use_env: bool):
+    if use_env and organizer is None:
+        organizer = organizer_from_env()
+    if use_env and reader is None:
+        from .readers import reader_from_env
+
+        reader = reader_from_env()
+    return organizer, reader
+
+
+def remember(memory: "Memory", text: str, *, source: str, sent_at: datetime | str | None = None,
+             organizer: Organizer | None = None, reader=None, use_env: bool = True, keep_on_failure: bool = False,
+             message_id: str | None = None) -> RememberResult:
+    """Keep ``text`` as a message from ``source`` sent at ``sent_at`` (default now), organize it, read it.
+
+    ``source``: a stored source id, or a new source's path (``person/self/chat/maya-chat``: layers,
+    then its id). ``organizer`` / ``reader``: default from the environment when ``use_env``
+    (:func:`~.organize.organizer_from_env`, :func:`~.readers.reader_from_env`). On a model failure
+    nothing is written and :class:`RememberError` is raised; with ``keep_on_failure`` the message is
+    kept as pending first. Remembering the same message again changes nothing (status ``already``).
+    """
+    organizer, reader = _models(organizer, reader, use_env)
+    msg = _prepare(memory, text, source, sent_at, message_id)
+    if msg is None or isinstance(msg, RememberResult):
+        return msg
+    try:
+        return _process(memory, msg, organizer, reader)
+    except _model_errors() as err:
+        if keep_on_failure:
+            state = {"message": msg.id, "status": prompts.PENDING, "waiting_for": "organizer", "reason": str(err)[:500]}
+            memory.ingest(msg.records, also=lambda con: prompts.mark_remembered(con, [state]))
+        raise RememberError(_failure(err, keep_on_failure)) from err
+
+
+def _prepare(memory: "Memory", text: str, source: str, sent_at, message_id: str | None):
+    """The message to process, or a RememberResult when it was remembered before."""
+    if not isinstance(text, str) or not text.strip():
+        raise RememberError("the message is empty: give its text as it arrived")
+    when = parse_time(sent_at) if isinstance(sent_at, str) else (sent_at or utc_now().replace(microsecond=0))
+    if when.tzinfo is not None:
+        when = parse_time(when.isoformat())
+    source_id, path, source_record = _source(memory.store, source)
+    mid = message_id or message_id_for(text, source_id, when)
+    state = prompts.remembered_state(memory.store, mid)
+    stored = memory.store.execute("SELECT text, source, sent_at FROM messages WHERE id = ?", [mid]).fetchone()
+    if stored is not None and (stored[0], stored[1], stored[2]) != (text, source_id, when):
+        raise RememberError(f"message {mid!r} is stored with other content: evidence is never edited; give another id")
+    if state is not None and state["status"] == prompts.DONE:
+        return RememberResult(message=mid, status="already", source=source_id, sent_at=when.isoformat(),
+                              linked=state["questions"], organizer=state["organizer"],
+                              instructions_version=state["instructions_version"], reader=state["reader"],
+                              hint="already remembered: nothing new")
+    if state is not None:  # pending: finish it as `doxa organize` would
+        return _Message(mid, text, source_id, path, when, [])
+    records = ([source_record] if source_record else []) + [
+        {"type": "message", "id": mid, "source": source_id, "sent_at": when.isoformat(), "text": text}]
+    if stored is not None:
+        records = []  # ingested before, by other means: organize it now
+    return _Message(mid, text, source_id, path, when, records)
+
+
+def remember_many(memory: "Memory", messages: Iterable[dict[str, Any]], *, organizer: Organizer | None = None,
+                  reader=None, use_env: bool = True, keep_on_failure: bool = False,
+                  progress: Callable[[int, int], None] | None = None) -> list[RememberResult]:
+    """:func:`remember` for each ``{"text", "source", "sent_at"?, "id"?}``, one transaction per message.
+
+    Without ``keep_on_failure`` the first failure stops the batch (the messages before it are
+    stored; the error says how many); with it, a failed message is kept pending and the batch goes on.
+    """
+    items = list(messages)
+    organizer, reader = _models(organizer, reader, use_env)
+    out: list[RememberResult] = []
+    for done, item in enumerate(items, start=1):
+        try:
+            result = remember(memory, item["text"], source=item["source"], sent_at=item.get("sent_at"),
+                              organizer=organizer, reader=reader, use_env=False, keep_on_failure=keep_on_failure,
+                              message_id=item.get("id"))
+        except RememberError as err:
+            if not keep_on_failure:
+                raise RememberError(f"message {done} of {len(items)}: {err} ({done - 1} before it are stored)") from err
+            result = RememberResult(message=item.get("id") or "", status="pending", source=item["source"],
+                                    sent_at=str(item.get("sent_at") or ""), error=str(err))
+        out.append(result)
+        if progress:
+            progress(done, len(items))
+    return out
+
+
+def organize_pending(memory: "Memory", *, organizer: Organizer | None = None, reader=None, use_env: bool = True,
+                     limit: int | None = None, progress: Callable[[int, int], None] | None = None
+                     ) -> list[RememberResult]:
+    """Finish the messages kept pending (`doxa organize`): organize those waiting for the organizer,
+    read those waiting for the reader. One transaction per message; the first failure stops (the
+    messages before it are done, the failed one stays pending)."""
+    organizer, reader = _models(organizer, reader, use_env)
+    pending = prompts.pending_messages(memory.store, limit=limit)
+    out = []
+    for done, row in enumerate(pending, start=1):
+        waiting = row["waiting_for"]
+        missing = "organizer" if waiting == "organizer" and organizer is None else (
+            "reader" if reader is None else None)
+        if missing:  # left as it is: nothing to write until the model is configured
+            out.append(RememberResult(message=row["message"], status="pending", source=row["source"],
+                                      sent_at=row["sent_at"].isoformat(), skipped=[missing],
+                                      hint=NO_ORGANIZER_HINT if missing == "organizer" else NO_READER_HINT,
+                                      linked=row["questions"]))
+            if progress:
+                progress(done, len(pending))
+            continue
+        path = memory.store.execute("SELECT path FROM sources WHERE id = ?", [row["source"]]).fetchone()[0]
+        msg = _Message(row["message"], row["text"], row["source"], path, row["sent_at"], [])
+        try:
+            result = _process(memory, msg, organizer, reader,
+                              questions_to_read=row["questions"] if waiting == "reader" else None)
+        except _model_errors() as err:
+            raise RememberError(f"pending message {done} of {len(pending)} ({row['message']}): "
+                                f"{_failure(err, True)} ({done - 1} before it are done)") from err
+        out.append(result)
+        if progress:
+            progress(done, len(pending))
+    return out
+
+
+__all__ = ["remember", "remember_many", "organize_pending", "organizer_request", "RememberResult", "BeliefChange",
+           "RememberError", "message_id_for", "NO_ORGANIZER_HINT", "NO_READER_HINT"]

@@ -1,0 +1,205 @@
+"""The organizer over real loopback HTTP: structured output, repair and one retry, refusals, faults;
+its schema has no place for a probability."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from doxa.inference.agent.organize import (OpenAIChatOrganizer, OrganizerError, OrganizerOutput, OrganizerRequest,
+                                     check_output, organizer_from_env, parse_reply)
+from llm_server import FakeChatServer
+
+INSTRUCTIONS = "Organise the memory. Reply with JSON."
+DIET = {"id": "maya.diet", "subject": "maya", "text": "What does Maya eat?",
+        "options": ["vegetarian", "eats fish", "eats meat"]}
+REPLY = {"links": ["maya.diet"],
+         "new_questions": [{"subject": "maya", "kind": "Allergies", "text": "Is Maya allergic to anything?",
+                            "shape": "yes_no", "options": ["yes", "no"]}],
+         "new_subjects": [{"id": "Leo", "name": "Leo", "aliases": ["Maya's boyfriend"]}],
+         "new_relations": [{"from": "maya", "to": "leo", "kind": "partner"}]}
+
+
+def request(text: str = "Maya is allergic to peanuts and still vegetarian. Leo says hi.") -> OrganizerRequest:
+    return OrganizerRequest(text=text, source="maya-chat", source_path="person/self/chat/maya-chat",
+                            sent_at=datetime(2026, 5, 1), subjects=[{"id": "maya", "name": "Maya", "aliases": []}],
+                            questions=[DIET], known_subject_ids=frozenset({"maya", "sam"}))
+
+
+@pytest.fixture
+def server():
+    with FakeChatServer(organizer=lambda message, prompt: REPLY) as fake:
+        yield fake
+
+
+def organizer_for(server, **kwargs) -> OpenAIChatOrganizer:
+    config = {"model": "fake", "retries": 2, "backoff_s": 0.01, "timeout_s": 5.0}
+    config.update(kwargs)
+    return OpenAIChatOrganizer(server.url, **config)
+
+
+# ---------------------------------------------------------------------------- the schema
+def _properties(schema, path=""):
+    """Every (dotted path, sub-schema) of a JSON schema's properties, nested definitions included."""
+    out = []
+    if isinstance(schema, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            out.append((path + name, sub))
+            out += _properties(sub, path + name + ".")
+        for name, sub in (schema.get("$defs") or {}).items():
+            out += _properties(sub, path + name + ".")
+        if isinstance(schema.get("items"), dict):
+            out += _properties(schema["items"], path)
+    return out
+
+
+def test_the_schema_has_no_field_for_a_probability_or_any_number():
+    schema = OrganizerOutput.response_schema()
+    fields = _properties(schema)
+    assert {"links", "new_questions", "new_subjects", "new_relations"} <= {p for p, _ in fields}
+    assert len(fields) >= 15  # nested definitions were walked
+    words = ("prob", "confiden", "likel", "certain", "score", "belief", "weight", "chance", "odds")
+    for path, sub in fields:
+        assert not any(w in path.lower() for w in words), path
+    text = json.dumps(schema)
+    assert '"number"' not in text and '"integer"' not in text
+    # and a reply that tries to add one is refused, not silently accepted
+    with pytest.raises(Exception, match="confidence"):
+        OrganizerOutput.model_validate(dict(REPLY, confidence=0.9))
+
+
+def test_the_schema_is_strict_every_object_closed_and_every_field_required():
+    schema = OrganizerOutput.response_schema()
+    objects = [schema] + list(schema["$defs"].values())
+    for obj in objects:
+        assert obj["additionalProperties"] is False
+        assert set(obj["required"]) == set(obj["properties"])
+    assert "title" not in json.dumps(schema) and "default" not in json.dumps(schema)
+
+
+# ---------------------------------------------------------------------------- a good reply
+def test_a_well_formed_reply_is_normalised_and_sent_with_the_json_schema(server):
+    got = organizer_for(server).organize(request(), INSTRUCTIONS)
+    assert got.calls == 1 and not got.retried and not got.repaired
+    out = got.output
+    assert out.links == ["maya.diet"]
+    assert [(q.subject, q.kind, q.options) for q in out.new_questions] == [("maya", "allergies", ["yes", "no"])]
+    assert [s.id for s in out.new_subjects] == ["leo"]
+    assert [(r.from_, r.to) for r in out.new_relations] == [("maya", "leo")]
+    body = server.requests[0]["body"]
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == OrganizerOutput.response_schema()
+    assert body["messages"][0] == {"role": "system", "content": INSTRUCTIONS}
+    prompt = body["messages"][1]["content"]
+    assert "maya.diet (about maya): What does Maya eat? [vegetarian | eats fish | eats meat]" in prompt
+    assert "person/self/chat/maya-chat" in prompt and "Maya is allergic to peanuts" in prompt
+
+
+def test_a_server_without_json_schema_is_asked_again_without_it_and_remembered(server):
+    organizer = organizer_for(server)
+    server.fail("schema_400")
+    got = organizer.organize(request(), INSTRUCTIONS)
+    assert got.output.links == ["maya.diet"] and got.calls == 2
+    assert "response_format" in server.requests[0]["body"] and "response_format" not in server.requests[1]["body"]
+    organizer.organize(request(), INSTRUCTIONS)  # the next message goes without it at once
+    assert "response_format" not in server.requests[2]["body"] and len(server.requests) == 3
+
+
+@pytest.mark.parametrize("fault", ["fenced", "trailing_comma"])
+def test_repairable_replies_are_repaired_without_another_call(server, fault):
+    server.fail(fault, to="organizer")
+    got = organizer_for(server).organize(request(), INSTRUCTIONS)
+    assert got.repaired and not got.retried and got.calls == 1
+    assert got.output.links == ["maya.diet"]
+
+
+@pytest.mark.parametrize("fault", ["truncated", "prose", "bad_link", "extra_field"])
+def test_one_bad_reply_is_sent_back_once_with_what_was_wrong(server, fault):
+    server.fail(fault, to="organizer")
+    got = organizer_for(server).organize(request(), INSTRUCTIONS)
+    assert got.retried and got.calls == 2 and got.output.links == ["maya.diet"]
+    retry = server.requests[1]["body"]["messages"]
+    assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"]
+    assert "could not be used" in retry[-1]["content"]
+    if fault == "bad_link":
+        assert "'nobody.nothing' is not one of the existing question ids" in retry[-1]["content"]
+    if fault == "truncated":
+        assert "cut off" in retry[-1]["content"]
+
+
+@pytest.mark.parametrize("fault", ["truncated", "prose", "bad_link"])
+def test_two_bad_replies_are_an_error_that_says_what_to_change(server, fault):
+    server.fail(fault, times=2, to="organizer")
+    with pytest.raises(OrganizerError, match="no usable answer after one retry") as err:
+        organizer_for(server).organize(request(), INSTRUCTIONS)
+    assert len(server.requests) == 2
+    assert "json_schema" in str(err.value)
+
+
+def test_a_refusal_is_an_error_at_once(server):
+    server.fail("refusal", to="organizer")
+    with pytest.raises(OrganizerError, match="the model refused"):
+        organizer_for(server).organize(request(), INSTRUCTIONS)
+    assert len(server.requests) == 1  # asking again at temperature 0 would get the same refusal
+
+
+def test_server_errors_and_timeouts_are_retried_then_reported(server):
+    server.fail("503")
+    server.fail("slow")
+    server.slow_s = 0.6
+    got = organizer_for(server, timeout_s=0.3, retries=2).organize(request(), INSTRUCTIONS)
+    assert got.calls == 3 and got.output.links == ["maya.diet"]
+    server.fail("500", times=3)
+    with pytest.raises(OrganizerError, match="gave up after 3 attempts; last: HTTP 500"):
+        organizer_for(server, retries=2).organize(request(), INSTRUCTIONS)
+    server.fail("401")
+    with pytest.raises(OrganizerError, match="HTTP 401.*DOXA_ORGANIZER_KEY"):
+        organizer_for(server).organize(request(), INSTRUCTIONS)
+
+
+def test_a_reply_that_is_not_json_at_the_http_level_is_an_error(server):
+    server.fail("malformed", to="organizer")
+    with pytest.raises(OrganizerError, match="reply is not JSON"):
+        organizer_for(server).organize(request(), INSTRUCTIONS)
+
+
+# ---------------------------------------------------------------------------- parsing and checking
+def test_parse_reply_repairs_only_what_cannot_change_the_meaning():
+    assert parse_reply('{"links": []}') == ({"links": []}, "", False)
+    assert parse_reply('Sure:\n```json\n{"links": ["a"],}\n```')[0] == {"links": ["a"]}
+    assert parse_reply('{"links": ["a", "b"')[0] is None  # cut off: not completed by guessing
+    assert "no JSON object" in parse_reply("I cannot do that.")[1]
+    assert parse_reply('["a"]')[0] is None
+    assert parse_reply('{"text": "a } inside a string"} trailing words')[0] == {"text": "a } inside a string"}
+
+
+def test_check_output_names_each_problem_a_model_should_fix():
+    bad = OrganizerOutput.model_validate({
+        "links": ["maya.diet", "maya.diet", "maya.nope"],
+        "new_questions": [{"subject": "zed", "kind": "x", "text": "?", "shape": "choice", "options": ["a"]},
+                          {"subject": "maya", "kind": "k", "text": "?", "shape": "yes_no", "options": ["y", "n"]}],
+        "new_relations": [{"from": "maya", "to": "ghost", "kind": "friend"}]})
+    clean, problems = check_output(bad, request())
+    assert clean.links == ["maya.diet", "maya.nope"]
+    text = " | ".join(problems)
+    assert "'maya.nope' is not one of the existing question ids" in text
+    assert "subject 'zed' is neither a known subject id" in text
+    assert "at least 2 distinct options" in text
+    assert 'options exactly ["yes", "no"]' in text
+    assert "'ghost' is neither a known subject id" in text
+    # a new subject that is already known is simply not added again
+    known = OrganizerOutput.model_validate({"new_subjects": [{"id": "Sam", "name": "Sam", "aliases": []}]})
+    assert check_output(known, request()) == (OrganizerOutput(), [])
+
+
+def test_the_organizer_comes_from_the_environment_defaulting_to_the_readers_server(server):
+    assert organizer_from_env({}) is None
+    o = organizer_from_env({"DOXA_READER_URL": server.url, "DOXA_READER_MODEL": "qwen"})
+    assert o.url == server.url and o.model == "qwen" and o.name == "llm:qwen"
+    o = organizer_from_env({"DOXA_READER_URL": "http://elsewhere/v1", "DOXA_ORGANIZER_URL": server.url,
+                            "DOXA_ORGANIZER_MODEL": "big", "DOXA_READER_KEY": "k1"})
+    assert o.url == server.url and o.model == "big" and o.api_key == "k1"
+    o.organize(request(), INSTRUCTIONS)
+    assert server.requests[-1]["headers"]["Authorization"] == "Bearer k1"
