@@ -35,21 +35,28 @@ def test_biased_workers_get_confusion_matrices_by_held_out_log_loss(biased):
     assert biased.document["confusion"]  # the published document carries the matrices
 
 
-def test_the_kept_form_is_the_one_with_the_lower_held_out_log_loss(biased, unbiased):
+def test_held_out_log_loss_decides_and_the_fit_breaks_ties(biased, unbiased):
     for result in (biased, unbiased):
         choice = result.summary()["model_choice"]
         better = min(choice["log_loss"], key=choice["log_loss"].get)
-        assert choice["chosen"] == better
-        assert bool(result.document["confusion"]) == (better == "confusion")
-        assert result.document["diagnostics"]["confusion"] == (better == "confusion")
+        assert choice["decisive"] == (abs(choice["delta"]) > choice["se"])
+        assert choice["chosen"] == (better if choice["decisive"] else choice["fit_preferred"])
+        assert bool(result.document["confusion"]) == (choice["chosen"] == "confusion")
+        assert result.document["diagnostics"]["confusion"] == (choice["chosen"] == "confusion")
+    # on a tie the fit's ELBO decides: it prefers the matrices only where the workers lean
+    assert biased.summary()["model_choice"]["fit_preferred"] == "confusion"
+    assert unbiased.summary()["model_choice"]["fit_preferred"] == "trust"
     # the bias is what the held-out settlements reward: far more with biased workers than without
     assert biased.summary()["model_choice"]["delta"] < unbiased.summary()["model_choice"]["delta"] - 0.005
 
 
 def test_the_summary_says_what_was_chosen_and_by_how_much(biased):
-    line = summary_line(biased.summary()["model_choice"])
-    assert line.startswith("model: confusion matrices, chosen by held-out log-loss on 60 settlements")
-    assert f"{biased.summary()['model_choice']['delta']:+.4f}" in line
+    choice = biased.summary()["model_choice"]
+    line = summary_line(choice)
+    assert line.startswith("model: confusion matrices, ")
+    assert "on 60 settlements in 3 time-ordered folds" in line
+    assert f"{choice['delta']:+.4f} ± {choice['se']:.4f}" in line
+    assert ("the fit's ELBO decided" in line) != choice["decisive"]
 
 
 def test_forms_fixed_by_the_caller_are_not_chosen():
