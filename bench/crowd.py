@@ -66,20 +66,21 @@ def records(name: str, triples, gold, options, revealed: set[str]) -> list[dict]
 
 
 def scores(probs: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    from doxa.inference.learn.calibrate import expected_calibration_error, log_loss
+    from doxa.inference.learn.metrics import accuracy, expected_calibration_error, log_loss, top_answer
 
-    return {"accuracy": float((probs.argmax(1) == truth).mean()), "log_loss": log_loss(probs, truth),
-            "ece": expected_calibration_error(probs, truth)}
+    return {"accuracy": accuracy(probs, truth), "log_loss": log_loss(probs, truth),
+            "ece": expected_calibration_error(*top_answer(probs, truth))}
 
 
 def ece_noise_floor(probs: np.ndarray, draws: int = 200, seed: int = 0) -> float:
     """Mean ECE of a perfectly calibrated predictor with these very beliefs (answers drawn from
     them): on a few dozen items, binning noise alone gives this much."""
-    from doxa.inference.learn.calibrate import expected_calibration_error
+    from doxa.inference.learn.metrics import expected_calibration_error, top_answer
 
     rng = np.random.default_rng(seed)
     cum = probs.cumsum(1)
-    values = [expected_calibration_error(probs, (rng.random((len(probs), 1)) > cum).sum(1).clip(max=probs.shape[1] - 1))
+    values = [expected_calibration_error(*top_answer(probs, (rng.random((len(probs), 1)) > cum).sum(1)
+                                                     .clip(max=probs.shape[1] - 1)))
               for _ in range(draws)]
     return float(np.mean(values))
 

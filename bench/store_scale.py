@@ -5,7 +5,7 @@
 
 What it does:
 
-1. generates a store's worth of FORMATS.md records, vectorised (numpy arrays, written as
+1. generates a store's worth of docs/formats.md records, vectorised (numpy arrays, written as
    JSON Lines by DuckDB's ``COPY … (FORMAT json)``): subjects, sources under several
    layers, questions of 2-4 options, messages (5 % are copies of an earlier text),
    one or two readings per message, a few settlements and rejections;

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import emit_json, fail
-from doxa.cli.options import flag, json_option
+from doxa.cli.options import db_option, flag, json_option
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +28,8 @@ def bench(
     train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="SVI steps per doxa-learned retraining."),
     retrain_every: Optional[int] = typer.Option(None, "--retrain-every", min=1,
                                                 help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Keep the replayed store in this file (default: in memory; "
-                                     "an existing file is refused).", show_default=False),
+    db: Optional[str] = db_option("Keep the replayed store in this file (default: in memory; "
+                                  "an existing file is refused)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Draw the world (and pick the attacked beliefs) "
                                        "with this seed instead of the config's."),
     as_json: bool = json_option("Machine-readable summary on standard output (an error is one JSON object on "
@@ -39,8 +39,8 @@ def bench(
     from pathlib import Path
 
     from doxa.inference.evaluation.world import WorldConfig, WorldConfigError, generate_world
-    from doxa.inference.evaluation import baselines as B
-    from doxa.inference.evaluation import bench as BN
+    from doxa.inference.evaluation import baselines
+    from doxa.inference.evaluation import bench as harness
 
     try:
         if world is None:
@@ -56,18 +56,18 @@ def bench(
 
     if seed is not None:
         config = config.with_overrides(seed=seed)
-    settings = BN.BenchSettings.quick() if quick else BN.BenchSettings()
+    settings = harness.BenchSettings.quick() if quick else harness.BenchSettings()
     if seed is not None:
         settings.seed = seed
     if systems:
         chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
-        unknown = [s for s in chosen if s not in B.SYSTEM_NAMES]
+        unknown = [s for s in chosen if s not in baselines.SYSTEM_NAMES]
         if unknown:
-            fail(f"--systems: unknown {unknown}; choose from {', '.join(B.SYSTEM_NAMES)}", 2)
+            fail(f"--systems: unknown {unknown}; choose from {', '.join(baselines.SYSTEM_NAMES)}", 2)
         settings.systems = chosen
     if checkpoints is not None:
         settings.checkpoints = checkpoints
-        settings.retrain_at = BN.default_retrain_at(checkpoints, len(settings.retrain_at))
+        settings.retrain_at = harness.default_retrain_at(checkpoints, len(settings.retrain_at))
     if retrain_every is not None:
         settings.retrain_at = tuple(range(retrain_every - 1, settings.checkpoints, retrain_every))
     if train_steps is not None:
@@ -89,9 +89,9 @@ def bench(
         def tick(description: str, advance: float) -> None:
             bar.update(task, description=description, advance=advance)
 
-        result = BN.run(generated, settings, db=db or ":memory:", progress=tick)
+        result = harness.run(generated, settings, db=db or ":memory:", progress=tick)
         tick("writing the report", 0)
-        BN.write_report(result, out)
+        harness.write_report(result, out)
 
     if as_json:
         emit_json(result.summary())
@@ -105,9 +105,9 @@ def bench(
 def render_table(result, console) -> None:
     from rich.table import Table
 
-    from doxa.inference.evaluation import bench as BN
+    from doxa.inference.evaluation import bench as harness
 
-    header, rows = BN.table_rows(result)
+    header, rows = harness.table_rows(result)
     w = result.world
     table = Table(title=f"doxa bench — world {w['name']}: {w['questions']} questions, {w['readings']} readings, "
                         f"{w['settlements']} settlements, {w['days']:.0f} days")

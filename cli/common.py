@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 #: Set by the ``--json`` option of the command being run (cli/options.py) or the fast path.
 _json_mode = False
@@ -59,6 +59,18 @@ def _json_default(value: Any):
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def json_lines(handle) -> Iterator[tuple[int, Any, Optional[str]]]:
+    """``(line number, value, problem)`` for each non-blank line of a JSON Lines file: the parsed
+    value, or ``None`` and why the line is not JSON."""
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line), None
+        except json.JSONDecodeError as err:
+            yield number, None, f"not valid JSON ({err.msg} at column {err.colno})"
 
 
 def parse_at(at: Optional[str]) -> Optional[datetime]:
@@ -117,11 +129,18 @@ def open_memory(db: Optional[str], *, must_exist: bool = True):
         fail(str(err))
 
 
-def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:
-    """`doxa belief`: shared by the typer command and the start-up fast path."""
+def memory_at(db: Optional[str], at: Optional[str]):
+    """The store opened for a read as of ``--at`` (None: now): ``(memory, moment)``, with the warning
+    of :func:`warn_if_after_evidence` where the moment lies far past the evidence."""
     moment = parse_at(at)
     mem = open_memory(db)
     warn_if_after_evidence(mem, moment)
+    return mem, moment
+
+
+def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:
+    """`doxa belief`: shared by the typer command and the start-up fast path."""
+    mem, moment = memory_at(db, at)
     # The read writes one row to `reads`; checkpointing it at exit costs ~0.2 s on a 1M-reading
     # store. It stays in the write-ahead log (durable) until DuckDB's next checkpoint.
     mem.store.con.execute("PRAGMA disable_checkpoint_on_shutdown")

@@ -7,15 +7,14 @@ beyond typer happens inside a command, so `doxa belief` starts no slower for the
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, warn_if_after_evidence
+from doxa.cli.common import emit_json, fail, guarded, json_lines, markup_safe as _e, memory_at, open_memory
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption, flag
-ByOption = typer.Option("user", "--by", help="Who does this (recorded with the operation).")
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, by_option, flag
+ByOption = by_option("Who does this (recorded with the operation).")
 
 
 
@@ -47,13 +46,9 @@ def _read_jsonl(path: str, what: str) -> list[dict]:
     records = []
     try:
         with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as err:
-                    fail(f"{path} line {number}: not valid JSON ({err.msg}): {what} is one JSON object a line")
+            for number, value, problem in json_lines(handle):
+                if problem:
+                    fail(f"{path} line {number}: {problem}: {what} is one JSON object a line")
                 if not isinstance(value, dict):
                     fail(f"{path} line {number}: expected a JSON object")
                 records.append(value)
@@ -79,8 +74,7 @@ def register(app: typer.Typer) -> None:
     def context(
         task: str = typer.Argument(..., help="The task in words, e.g. \"book Maya's birthday dinner\"."),
         at: Optional[str] = AtOption,
-        act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
-                                     help="Below this probability an answer is flagged: ask before acting."),
+        act_at: float = act_at_option("Below this probability an answer is flagged: ask before acting."),
         limit: int = typer.Option(20, "--limit", min=1, help="Show at most this many questions."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
@@ -88,9 +82,7 @@ def register(app: typer.Typer) -> None:
         """What a task needs to know: subjects named, one hop out, ranked beliefs, instructions and conflicts."""
         from doxa.inference.agent.context import context as build
 
-        moment = parse_at(at)
-        mem = open_memory(db)
-        warn_if_after_evidence(mem, moment)
+        mem, moment = memory_at(db, at)
         if as_json:
             from doxa.inference.agent import tools
 
@@ -145,20 +137,19 @@ def register(app: typer.Typer) -> None:
         """A question nobody prepared: create it, read the kept evidence, answer now."""
         from doxa.inference.agent.ask import ask as run
 
-        moment = parse_at(at)
-        mem = open_memory(db)
-        warn_if_after_evidence(mem, moment)
+        mem, moment = memory_at(db, at)
         answers = [o for o in options.split(",")]
-        if as_json:
-            from doxa.inference.agent import tools
 
-            emit_json(guarded(lambda: tools.ask(mem, question, subject, answers, kind, question_id, moment, limit)))
+        def read(progress=None):
+            return guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
+                                       at=moment, limit=limit, progress=progress))
+
+        if as_json:
+            emit_json(read().to_dict())
             return
         con = console()
         if not con.is_terminal:
-            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
-                                         at=moment, limit=limit))
-            render_ask(result)
+            render_ask(read())
             return
         from rich.progress import Progress
 
@@ -168,8 +159,7 @@ def register(app: typer.Typer) -> None:
             def progress(done: int, total: int) -> None:
                 bar.update(task_id, completed=done, total=total)
 
-            result = guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,
-                                         at=moment, limit=limit, progress=progress))
+            result = read(progress)
         render_ask(result)
 
     @app.command()

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from doxa.cli.options import DbOption, JsonOption, at_option
+from doxa.cli.options import DbOption, JsonOption, at_option, by_option
 
 FeedbackAt = at_option("When it happened (ISO 8601); default now. Given: a repeat with the same --at is the "
                        "same record.")
@@ -19,7 +19,7 @@ QuestionArg = typer.Argument(..., help="Question id, e.g. maya.diet.")
 
 
 def _by(default: str):
-    return typer.Option(default, "--by", help="Who says so (recorded with the fact).")
+    return by_option("Who says so (recorded with the fact).", default)
 
 
 def _run(db: Optional[str], as_json: bool, verb: str, **arguments: Any) -> None:

@@ -15,10 +15,10 @@ import typer
 from typer.core import TyperGroup, _click  # typer's own copy of click: its exceptions are these
 
 from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_cmds, train_cmds
-from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, open_memory, parse_at, set_json_mode, \
-    show_belief, warn_if_after_evidence
+from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, set_json_mode, \
+    show_belief
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption, flag
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag
 
 def _flag_help_option(get_help_option):
     """``--help`` shown as the flag it is: typer 0.29 labels every flag ``<bool>``, which reads as if
@@ -97,8 +97,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print doxa's version and exit.", metavar="",
-                                 callback=_print_version, is_eager=True),
+    version: bool = flag(False, "--version", "Print doxa's version and exit.", callback=_print_version, is_eager=True),
 ):
     """A belief memory for agents: every answer with the probability it deserves."""
 
@@ -160,8 +159,7 @@ def _belief_table(beliefs, title: str):
 def belief(
     question: str = typer.Argument(..., help="Question id, e.g. maya.diet."),
     at: Optional[str] = AtOption,
-    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0,
-                                 help="Below this probability the top answer is flagged too uncertain to act on."),
+    act_at: float = act_at_option(),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
@@ -173,7 +171,7 @@ def belief(
 def beliefs(
     subject: Optional[str] = typer.Option(None, "--subject", help="Only this subject's questions."),
     at: Optional[str] = AtOption,
-    act_at: float = typer.Option(0.8, "--act-at", min=0.0, max=1.0, help="Act threshold."),
+    act_at: float = act_at_option("Act threshold."),
     limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
     uncertain: bool = flag(False, "--uncertain",
                            help="Only beliefs to ask about before acting (below --act-at, or an instruction "
@@ -184,9 +182,7 @@ def beliefs(
     """Every belief (or one subject's); --json prints a list of `belief --json` objects."""
     from doxa.inference.agent import tools
 
-    moment = parse_at(at)
-    mem = open_memory(db)
-    warn_if_after_evidence(mem, moment)
+    mem, moment = memory_at(db, at)
     if uncertain:
         feedback_cmds.show_uncertain(guarded(lambda: tools.uncertain(mem, subject, moment, act_at, limit)), as_json)
         return
@@ -207,9 +203,7 @@ def explain(
     as_json: bool = JsonOption,
 ):
     """The belief term by term: each message, its source and trust, its weight left after decay."""
-    moment = parse_at(at)
-    mem = open_memory(db)
-    warn_if_after_evidence(mem, moment)
+    mem, moment = memory_at(db, at)
     if as_json:
         from doxa.inference.agent import tools
 
@@ -252,9 +246,8 @@ def render_explanation(ex) -> None:
 
 @app.command()
 def demo(
-    db: Optional[str] = typer.Option(None, "--db", show_default=False,
-                                     help="Where to write the demo store (default: ./doxa-demo.duckdb; "
-                                          "only a store the demo made is replaced)."),
+    db: Optional[str] = db_option("Where to write the demo store (default: ./doxa-demo.duckdb; "
+                                  "only a store the demo made is replaced)."),
     as_json: bool = JsonOption,
 ):
     """The Maya example end to end, in its own store (never one of yours)."""

@@ -26,13 +26,23 @@ def json_option(help: str = "Machine-readable JSON output (an error is one JSON 
     return typer.Option(False, "--json", help=help, metavar="", callback=_json_mode, is_eager=True)
 
 
-def flag(default: bool, name: str, help: str) -> typer.models.OptionInfo:
+def flag(default: bool, name: str, help: str, **extra) -> typer.models.OptionInfo:
     """A boolean flag shown without a value in ``--help`` (``--read``, not ``--read <bool>``)."""
-    return typer.Option(default, name, help=help, metavar="")
+    return typer.Option(default, name, help=help, metavar="", **extra)
 
 
 def at_option(help: str = "Only evidence up to this time (ISO 8601); default now.") -> typer.models.OptionInfo:
     return typer.Option(None, "--at", help=help)
+
+
+def act_at_option(help: str = "Below this probability the top answer is flagged too uncertain to act on.") \
+        -> typer.models.OptionInfo:
+    return typer.Option(0.8, "--act-at", min=0.0, max=1.0, help=help)
+
+
+def by_option(help: str, default: str = "user") -> typer.models.OptionInfo:
+    """``--by``: who does or says this, recorded with what it does."""
+    return typer.Option(default, "--by", help=help)
 
 
 DbOption = db_option()

@@ -6,14 +6,13 @@ a command.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
 import typer
 
 from doxa.cli.common import markup_safe as _e
-from doxa.cli.options import DbOption, JsonOption, flag
+from doxa.cli.options import DbOption, JsonOption, at_option, by_option, flag
 
 
 
@@ -24,7 +23,7 @@ def _answers(answers: dict[str, float]) -> str:
 def _read_messages(path: str, default_source: str | None) -> list[dict]:
     """Bare messages, one JSON object a line: ``{"text", "source", "sent_at"?, "id"?}`` (``source``
     may be left out when ``--source`` gives it)."""
-    from doxa.cli.common import fail
+    from doxa.cli.common import fail, json_lines
 
     items = []
     try:
@@ -33,13 +32,9 @@ def _read_messages(path: str, default_source: str | None) -> list[dict]:
         fail(f"no such file: {path}")
     problems = []
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.append(f"line {number}: not valid JSON ({err.msg} at column {err.colno})")
+        for number, value, problem in json_lines(handle):
+            if problem:
+                problems.append(f"line {number}: {problem}")
                 continue
             if not isinstance(value, dict):
                 problems.append(f"line {number}: expected a JSON object {{\"text\", \"source\", \"sent_at\"}}")
@@ -70,7 +65,7 @@ def register(app: typer.Typer) -> None:
         source: Optional[str] = typer.Option(
             None, "--source",
             help="Who it came from: a stored source id, or a new source's path (layers, then id: person/self/chat/maya-chat)."),
-        at: Optional[str] = typer.Option(None, "--at", help="When it was sent (ISO 8601); default now."),
+        at: Optional[str] = at_option("When it was sent (ISO 8601); default now."),
         file: Optional[str] = typer.Option(
             None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
         keep: bool = flag(False, "--keep",
@@ -170,7 +165,7 @@ def register(app: typer.Typer) -> None:
     def set_(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions (- for stdin)."),
              default: bool = flag(False, "--default", help="Adopt this doxa's built-in text."),
              note: str = typer.Option("", "--note", help="Why (kept with the version)."),
-             by: str = typer.Option("user", "--by", help="Who sets it."),
+             by: str = by_option("Who sets it."),
              db: Optional[str] = DbOption, as_json: bool = JsonOption):
         """Make a new version of the instructions (the old ones stay: `rollback` returns to one)."""
         from doxa.cli.common import emit_json, fail, guarded, open_memory
@@ -228,7 +223,7 @@ def register(app: typer.Typer) -> None:
 
     @instructions.command("rollback")
     def rollback(version: int = typer.Argument(..., help="The version whose text becomes current again."),
-                 by: str = typer.Option("user", "--by", help="Who rolls back."),
+                 by: str = by_option("Who rolls back."),
                  db: Optional[str] = DbOption, as_json: bool = JsonOption):
         """Make an older version's text current again, as a new version (history is kept)."""
         from doxa.cli.common import emit_json, guarded, open_memory

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import emit_json, fail, open_memory, parse_at
-from doxa.cli.options import db_option, flag, json_option
+from doxa.cli.options import at_option, db_option, flag, json_option
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 def train(
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
-    at: Optional[str] = typer.Option(None, "--at", help="Train on evidence up to this time (ISO 8601)."),
+    at: Optional[str] = at_option("Train on evidence up to this time (ISO 8601)."),
     confusion: str = typer.Option("auto", "--confusion",
                                   help="Confusion matrices for biased sources: auto (fit both forms, keep the one "
                                        "that predicts held-out settlements better), on, off."),
@@ -38,8 +38,7 @@ def train(
                                                 help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     dry_run: bool = flag(False, "--dry-run", "Fit and calibrate, but publish nothing."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", metavar="",
-                                  help="Progress bars on standard error."),
+    progress: bool = flag(True, "--progress/--no-progress", "Progress bars on standard error."),
 ):
     """The nightly job: fit trust, base rates and change rates; calibrate; publish a new parameter version."""
     if confusion not in ("auto", "on", "off"):

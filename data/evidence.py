@@ -1,7 +1,7 @@
 """The evidence table as arrays: what the scorer and the nightly fit both consume.
 
 One vectorised load (a few SQL queries, ``fetchnumpy``, no per-row Python) turns the
-store into :class:`Evidence`. Rules of DESIGN §1 are applied here, once:
+store into :class:`Evidence`. Rules of docs/design.md §1 are applied here, once:
 
 - copies of one message (same fingerprint) are one evidence unit: per (fingerprint,
   question) only the earliest message's reading counts (ties: smallest message id,
@@ -20,6 +20,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 EPOCH_DAYS_SQL = "epoch({col}) / 86400.0"
+#: Joins a question's kind and options into its ``options_key`` (the ASCII unit separator,
+#: a control character no name may hold, so two different lists never join alike).
+OPTIONS_KEY_SEPARATOR = "\x1f"
+#: The same key computed in SQL over the ``questions`` table.
+OPTIONS_KEY_SQL = (f"kind || chr({ord(OPTIONS_KEY_SEPARATOR)}) || "
+                   f"array_to_string(options, chr({ord(OPTIONS_KEY_SEPARATOR)}))")
+
+
+def options_key(kind: str, options: list[str]) -> str:
+    """The key under which questions of one kind with these options share their priors."""
+    return OPTIONS_KEY_SEPARATOR.join([kind, *options])
 
 
 @dataclass

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .evidence import Evidence, SourceTable
-from .times import to_days
+from .times import FAR_FUTURE, to_days
 
 if TYPE_CHECKING:
     from .store import Store
 
-_FAR_FUTURE = datetime(9999, 1, 1)
 
-#: The evidence rules of DESIGN §1 in one place: which readings count. This query returns every
+#: The evidence rules of docs/design.md §1 in one place: which readings count. This query returns every
 #: reading of a non-assistant message up to the cut, with integer keys only (question, source and
 #: reader ranks, a hash of the evidence unit = (question, fingerprint), the message id's hash),
 #: unordered; :func:`_load` orders the rows by (question, sent_at, the message id's hash (top 48
@@ -203,7 +202,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
     questions = store.question_table(question_ids, subjects=subjects)
     ids = questions.ids  # sorted as DuckDB sorts them: question index = position here
     k_max = questions.k_max
-    cutoff = at or _FAR_FUTURE
+    cutoff = at or FAR_FUTURE
     prob_cols = ", ".join(f"coalesce(r.probs[{k + 1}], 0.0) AS p{k}" for k in range(k_max))
     message_col = ", r.message" if with_messages else ""
     if question_ids is None:
@@ -266,7 +265,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
 
 def explain_rows(store: "Store", question_id: str, at: datetime | None) -> list[dict[str, Any]]:
     """Every reading of one question, counted or not, with the reason it is ignored."""
-    cutoff = at or _FAR_FUTURE
+    cutoff = at or FAR_FUTURE
     rows = store.execute(
         """WITH all_r AS (
                SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off,

@@ -1,4 +1,4 @@
-"""Ingest of FORMATS.md JSON Lines: validate every line, then write the file whole or not at all.
+"""Ingest of docs/formats.md JSON Lines: validate every line, then write the file whole or not at all.
 
 Validation happens in two passes. Each line is parsed and checked on its own
 (:mod:`doxa.data.models`); then references are resolved against the records of

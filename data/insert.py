@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .search import TOKEN_SPLIT
-from .writer import complete_readings
+from .writer import complete_readings, insert_terms
 
 if TYPE_CHECKING:
     from .store import Store
@@ -52,10 +51,4 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
 
 def index_missing_terms(con) -> None:
     """Full-text terms for messages that have none (same tokeniser as ingest)."""
-    con.execute(
-        f"""INSERT INTO message_terms
-            SELECT id, term, count(*)::INTEGER FROM (
-                SELECT id, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
-                FROM messages WHERE id NOT IN (SELECT DISTINCT message FROM message_terms))
-            WHERE length(term) > 0 GROUP BY id, term"""
-    ).fetchall()
+    insert_terms(con, "SELECT id, text FROM messages WHERE id NOT IN (SELECT DISTINCT message FROM message_terms)")

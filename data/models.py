@@ -1,4 +1,4 @@
-"""Pydantic models of every record type of FORMATS.md, mirroring data/schema.sql.
+"""Pydantic models of every record type of docs/formats.md, mirroring data/schema.sql.
 
 Each model validates one JSON Lines record on its own (types, ranges, times);
 checks that need other records (does the question exist, do the probabilities
@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Mapping, Union
 
 from .times import parse_time
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, TypeAdapter, field_validator, model_validator
 
+#: docs/formats.md: a reading's ``probs + unclear + unrelated`` sums to 1 within this.
 SUM_TOLERANCE = 1e-6
 SHAPES = ("choice", "yes_no", "scale")
 SETTLEMENT_HOWS = ("correction", "approval", "outcome")
@@ -171,10 +172,22 @@ class MessageRecord(_Record):
     text: Text
 
 
-def _finite_unit(name: str, value: float) -> float:
-    if value is None or not math.isfinite(value) or value < 0.0 or value > 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return value
+def reading_mass_problem(probs: Mapping[str, float], unclear: float, unrelated: float,
+                         one_off: float) -> str | None:
+    """Why these are not a reading's masses, or None: each a number in [0, 1] and
+    ``probs + unclear + unrelated`` equal to 1 within ``SUM_TOLERANCE`` (docs/formats.md).
+    The one check of a reading, for a record on ingest and for a reader's output alike."""
+    named = [(f"probs[{option!r}]", p) for option, p in probs.items()]
+    for name, value in named + [("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off)]:
+        if value is None or not math.isfinite(value) or value < 0.0 or value > 1.0:
+            return f"{name} must be a number in [0, 1], got {value!r}"
+    in_probs = math.fsum(probs.values())
+    total = in_probs + unclear + unrelated
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        tolerance = f"{SUM_TOLERANCE:.0e}".replace("e-0", "e-")
+        return (f"probs + unclear + unrelated sums to {total:.9g} but must sum to 1 (within {tolerance}; "
+                f"got {in_probs:.9g} in probs): renormalise them together")
+    return None
 
 
 class ReadingRecord(_Record):
@@ -190,17 +203,9 @@ class ReadingRecord(_Record):
 
     @model_validator(mode="after")
     def _masses(self) -> "ReadingRecord":
-        for option, p in self.probs.items():
-            _finite_unit(f"probs[{option!r}]", p)
-        _finite_unit("unclear", self.unclear)
-        _finite_unit("unrelated", self.unrelated)
-        _finite_unit("one_off", self.one_off)
-        total = sum(self.probs.values()) + self.unclear + self.unrelated
-        if abs(total - 1.0) > SUM_TOLERANCE:
-            raise ValueError(
-                f"probs + unclear + unrelated must sum to 1 (within 1e-6), got {total:.9g}: "
-                "renormalise the reader's output"
-            )
+        problem = reading_mass_problem(self.probs, self.unclear, self.unrelated, self.one_off)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -1,7 +1,7 @@
 """The organizer's operations on questions: merge, split, undo, and replay under new questions.
 
 The organizer (a model, or a person) decides which questions exist; it never writes a
-probability. Its operations are ingest record types (FORMATS additions, docs/organizer.md)
+probability. Its operations are ingest record types (docs/formats.md additions, docs/organizer.md)
 so they travel in the same JSON Lines as everything else and are written inside the
 same all-or-nothing transaction:
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 EVIDENCE_WEIGHT = 0.3
 #: Query weight of a word the task lexicon adds (data/task_lexicon.txt), against the task's own words.
 LEXICON_WEIGHT = 0.25
-_FAR_FUTURE = datetime(9999, 1, 1)
 
 
 @lru_cache(maxsize=1)

@@ -1,7 +1,7 @@
 """Replay: a new store holding another's kept evidence under a new set of questions.
 
-DESIGN: "replay past evidence through each version [of the organizer], keep the one that
-scores best". Readings, settlements and rejections are carried through the options
+docs/design.md §7: replay the kept evidence through each version of the organizer and keep
+the one that scores best. Readings, settlements and rejections are carried through the options
 old and new questions share by name (:class:`doxa.data.organizer.OptionMap`).
 """
 
@@ -35,7 +35,7 @@ def replay(
     """A new store at ``target_path`` holding ``source``'s kept evidence under other questions.
 
     Copied as they are: subjects, relations, sources, messages (with their term index)
-    and parameter versions. The questions are ``question_records`` (FORMATS question
+    and parameter versions. The questions are ``question_records`` (docs/formats.md question
     records, validated). For each new question, readings, settlements and rejections are
     carried from the source question of the same id (or ``from_questions[new_id]``)
     through the options both share by name; an old option with no counterpart leaves its

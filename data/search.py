@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 K1 = 1.2
 B = 0.75
-#: The tokeniser of ingest (data/writer.py `_index_terms`): keep letters and digits of any script.
+#: The tokeniser of ingest (data/writer.py `insert_terms`) and of queries: keep letters and digits of any script.
 TOKEN_SPLIT = r"[^\p{L}\p{N}]+"
 STEM_CHARS = 5
 MIN_PREFIX_CHARS = 4

@@ -1,4 +1,4 @@
-"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of DESIGN §1.
+"""The doxa store: one DuckDB file (or ``:memory:``) holding every table of docs/design.md §1.
 
 All SQL of doxa lives in this package. :class:`Store` is the only object that
 touches the connection; the scorer and the fit receive numpy arrays
@@ -21,13 +21,13 @@ import numpy as np
 
 from . import evidence_sql
 from .errors import IngestError, Problem, StoreError, store_open_message
-from .evidence import Evidence, QuestionTable
+from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
+from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
 from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "3"
-_FAR_FUTURE = datetime(9999, 1, 1)
 #: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
 SMALL_LOG = 5000
 
@@ -274,7 +274,7 @@ class Store:
             option_group=group_of.astype(np.int64),
         )
 
-    _OPTIONS_KEY = "kind || chr(31) || array_to_string(options, chr(31))"
+    _OPTIONS_KEY = OPTIONS_KEY_SQL
 
     def _all_questions(self, include_inactive: bool):
         where = "" if include_inactive else "WHERE status = 'active'"
@@ -346,11 +346,18 @@ class Store:
         return json.loads(row[0])
 
     def publish_params(self, body: dict[str, Any]) -> int:
-        """Write a new complete parameter version atomically; returns its number."""
+        """Write a new complete parameter version atomically; returns its number.
+
+        The document is checked first (:class:`ParamsDocument`): a malformed one is refused
+        with a :class:`ParamsDocumentError` naming the field, and nothing is written."""
+        try:
+            checked = ParamsDocument.from_dict(body)
+        except ParamsDocumentError as err:
+            raise err.within("parameter document refused, nothing published") from None
         self.con.execute("BEGIN")
         try:
             version = self.con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0]
-            document = dict(body, version=int(version))
+            document = dict(body, format=checked.format, version=int(version))
             self.con.execute(
                 "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
                 [version, json.dumps(document)],

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+#: "No cut-off": later than any time a store holds (ISO 8601 stops at year 9999).
+FAR_FUTURE = datetime(9999, 1, 1)
+
 
 def parse_time(value: object) -> datetime:
     """ISO 8601 date or date-time → naive UTC datetime; raises ValueError saying what is accepted."""

@@ -6,13 +6,13 @@ Arrow tables inserted with one ``INSERT … SELECT`` per table.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 import duckdb
 import pyarrow as pa
 
 from .ingest import IngestError, ParsedBatch, Problem, fingerprint
+from .search import TOKEN_SPLIT
 
 MAX_PROBLEMS = 1000
 
@@ -473,18 +473,24 @@ def complete_readings(con) -> None:
     ).fetchall()
 
 
+def insert_terms(con, messages_sql: str) -> None:
+    """Full-text terms of the messages ``messages_sql`` selects (columns ``id``, ``text``), cut by
+    search's tokeniser; BM25 statistics are computed at query time."""
+    con.execute(
+        f"""INSERT INTO message_terms
+            SELECT id, term, count(*)::INTEGER FROM (
+                SELECT id, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
+                FROM ({messages_sql}))
+            WHERE length(term) > 0 GROUP BY id, term"""
+    ).fetchall()
+
+
 def _index_terms(con, ids: list[str], texts: list[str]) -> None:
-    """Full-text terms of new messages (BM25 statistics are computed at query time)."""
+    """Full-text terms of new messages."""
     arrow = pa.table({"id": ids, "text": texts})
     con.register("_stage_terms", arrow)
     try:
-        con.execute(
-            r"""INSERT INTO message_terms
-                SELECT id, term, count(*)::INTEGER FROM (
-                    SELECT id, unnest(regexp_split_to_array(lower(text), '[^\p{L}\p{N}]+')) AS term
-                    FROM _stage_terms)
-                WHERE length(term) > 0 GROUP BY id, term"""
-        ).fetchall()
+        insert_terms(con, "SELECT id, text FROM _stage_terms")
     finally:
         con.unregister("_stage_terms")
 
@@ -499,4 +505,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-__all__ = ["write_batch", "ExtraWriter", "json"]
+__all__ = ["write_batch", "ExtraWriter"]

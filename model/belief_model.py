@@ -1,4 +1,4 @@
-"""The generative story of DESIGN §2 in Pyro, and the same forward filter in torch.
+"""The generative story of docs/design.md §2 in Pyro, and the same forward filter in torch.
 
 One small hidden-Markov network per question ``q`` (``K`` options, kind ``k``):
 
@@ -58,6 +58,7 @@ import torch
 
 from .chains import Chains, chain_log_marginal
 from .likelihood import Derived, trust_confusion_logits
+from .logistic import logit
 from .structure import ModelStructure
 
 DEFAULT_ROOT_TRUST = 0.7
@@ -71,10 +72,6 @@ READER_LOG_TEMPERATURE_SCALE = 0.5
 
 
 # =============================================================================== latents
-def logit(p: float) -> float:
-    return math.log(p) - math.log1p(-p)
-
-
 def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float32) -> dict[str, torch.Tensor]:
     """Every global latent of the story, under its prior (see module docstring)."""
     zeros = lambda *shape: torch.zeros(shape, dtype=dtype)  # noqa: E731

@@ -58,11 +58,11 @@ class Chains:
     dt: torch.Tensor  # days since the previous event (0 for a first event and padding)
     is_reading: torch.Tensor  # bool
     n_options: torch.Tensor  # the question's own option count
-    fixed_like_t: torch.Tensor  # (k, L): one-hot settlements (with a tiny leak), ones for padding
-    valid_t: torch.Tensor  # (k, L) bool: option exists for the slot's question
+    fixed_like_by_option: torch.Tensor  # (k, L): one-hot settlements (with a tiny leak), ones for padding
+    valid_by_option: torch.Tensor  # (k, L) bool: option exists for the slot's question
     leaf: torch.Tensor
     reader: torch.Tensor
-    logr_t: torch.Tensor  # (k, L) log reader probabilities, options first (LOG_ZERO beyond K)
+    logr_by_option: torch.Tensor  # (k, L) log reader probabilities, options first (LOG_ZERO beyond K)
     mix: torch.Tensor
     weight: torch.Tensor
     pair: torch.Tensor  # row in the group's confusion table, -1: one-number form
@@ -71,7 +71,7 @@ class Chains:
     subsample: int | None = None
 
     SLOT_FIELDS = ("dt", "is_reading", "n_options", "leaf", "reader", "mix", "weight", "pair", "trust_weight")
-    OPTION_FIELDS = ("fixed_like_t", "valid_t", "logr_t")
+    OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option")
 
     @property
     def slot_question(self) -> torch.Tensor:
@@ -89,8 +89,8 @@ class Chains:
     def soft_and_settled(self) -> bool:
         """Some reading is not certain (so τ matters) and some question is settled."""
         if getattr(self, "_soft_and_settled", None) is None:
-            settled = bool((~self.is_reading & (self.fixed_like_t.amax(0) < 1.0)).any())
-            certain = (self.logr_t >= 0).any(0) | ~self.is_reading  # one option at log 1 = 0
+            settled = bool((~self.is_reading & (self.fixed_like_by_option.amax(0) < 1.0)).any())
+            certain = (self.logr_by_option >= 0).any(0) | ~self.is_reading  # one option at log 1 = 0
             self._soft_and_settled = settled and not bool(certain.all())
         return self._soft_and_settled
 
@@ -113,10 +113,10 @@ class Chains:
         chosen = np.sort(idx.numpy())  # ascending layout order keeps sizes non-increasing
         sizes = np.left_shift(1, self.size_log2[chosen])
         slots = _ranges(self.offset[chosen], sizes)
-        slot_t = torch.as_tensor(slots)
+        slot_index = torch.as_tensor(slots)
         rows = torch.as_tensor(chosen)
-        fields = {name: getattr(self, name).index_select(0, slot_t) for name in self.SLOT_FIELDS}
-        fields.update({name: getattr(self, name).index_select(1, slot_t) for name in self.OPTION_FIELDS})
+        fields = {name: getattr(self, name).index_select(0, slot_index) for name in self.SLOT_FIELDS}
+        fields.update({name: getattr(self, name).index_select(1, slot_index) for name in self.OPTION_FIELDS})
         return Chains(k=self.k, ks=self.ks, question=self.question[rows], kind=self.kind[rows],
                       prior_row=self.prior_row[rows], size_log2=self.size_log2[chosen],
                       offset=np.r_[0, np.cumsum(sizes)[:-1]], n_events=len(slots), **fields)
@@ -310,11 +310,11 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
             dt=torch.as_tensor(grid(dt_all[ev], 0.0, np.float64), dtype=dtype),
             is_reading=torch.as_tensor(grid(reading, False, bool)),
             n_options=torch.as_tensor(grid(k_event.astype(np.float64), float(kg), np.float64), dtype=dtype),
-            fixed_like_t=torch.as_tensor(grid(fixed, 1.0, np.float64).T.copy(), dtype=dtype),
-            valid_t=torch.as_tensor(valid_grid.T.copy()),
+            fixed_like_by_option=torch.as_tensor(grid(fixed, 1.0, np.float64).T.copy(), dtype=dtype),
+            valid_by_option=torch.as_tensor(valid_grid.T.copy()),
             leaf=torch.as_tensor(grid(stream.leaf[ev], 0, np.int64)),
             reader=torch.as_tensor(grid(stream.reader[ev], 0, np.int64)),
-            logr_t=torch.as_tensor(grid(logr, 0.0, np.float64).T.copy(), dtype=dtype),
+            logr_by_option=torch.as_tensor(grid(logr, 0.0, np.float64).T.copy(), dtype=dtype),
             mix=torch.as_tensor(grid(stream.mix[ev], 0.0, np.float64), dtype=dtype),
             weight=torch.as_tensor(grid(stream.weight[ev], 0.0, np.float64), dtype=dtype),
             pair=torch.as_tensor(grid(pair, -1, np.int64)),
@@ -335,21 +335,21 @@ def chains_likelihood(chains: Chains, derived: Derived, readings_only: bool = Fa
     k = chains.k
     leaf = chains.leaf
     kq = chains.n_options
-    scaled = chains.logr_t * derived.inv_temperature[chains.reader]
-    r_t = (scaled - scaled.detach().amax(dim=0, keepdim=True)).exp()
-    r_t = r_t / r_t.sum(dim=0, keepdim=True)
+    scaled = chains.logr_by_option * derived.inv_temperature[chains.reader]
+    tempered = (scaled - scaled.detach().amax(dim=0, keepdim=True)).exp()
+    tempered = tempered / tempered.sum(dim=0, keepdim=True)
     table = group_confusion_table(derived, chains.ks, k) if chains.has_pairs else None
     a = derived.trust[leaf] if derived.trust.numel() else torch.ones_like(chains.mix)
     a = _settled_first(noise_floor(a, kq), chains.trust_weight)
-    bracket = a * r_t + (1 - a) * (1 - r_t) / (kq - 1).clamp_min(1.0)
+    bracket = a * tempered + (1 - a) * (1 - tempered) / (kq - 1).clamp_min(1.0)
     if table is not None:
         with_pair = chains.pair >= 0
         conf = _settled_first(table[chains.pair.clamp_min(0)], chains.trust_weight[:, None, None])  # (L, K, K)
-        by_matrix = (conf * r_t.T[:, None, :]).sum(-1).T  # Σ_c C[j, c] r̃_c
+        by_matrix = (conf * tempered.T[:, None, :]).sum(-1).T  # Σ_c C[j, c] r̃_c
         bracket = torch.where(with_pair, by_matrix, bracket)
-    like = (chains.mix / kq + chains.weight * bracket) * chains.valid_t
+    like = (chains.mix / kq + chains.weight * bracket) * chains.valid_by_option
     # without settlements, their slots are plain decay steps (L = 1)
-    return torch.where(chains.is_reading, like, torch.ones_like(like) if readings_only else chains.fixed_like_t)
+    return torch.where(chains.is_reading, like, torch.ones_like(like) if readings_only else chains.fixed_like_by_option)
 
 
 def _settled_first(value: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

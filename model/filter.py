@@ -60,9 +60,9 @@ def stream_likelihood(stream: EventStream, structure: ModelStructure, derived: D
             kinds = structure.question_kind[stream.q[rows]]
             ok = structure.question_canonical[stream.q[rows]] & (structure.kind_k[kinds] == k)
             pair = np.where(ok, structure.pairs[k].lookup(stream.leaf[rows], kinds, structure.n_kinds), -1)
-            pair_t = torch.as_tensor(pair)
+            pair_index = torch.as_tensor(pair)
             own = trust_confusion_logits(trust_logit[leaf], k).exp()
-            conf = torch.where((pair_t >= 0)[:, None, None], table.to(dtype)[pair_t.clamp_min(0)], own)
+            conf = torch.where((pair_index >= 0)[:, None, None], table.to(dtype)[pair_index.clamp_min(0)], own)
         like[torch.as_tensor(rows), :k] = reading_likelihood(
             torch.as_tensor(stream.logr[rows, :k], dtype=dtype),
             torch.as_tensor(stream.mix[rows], dtype=dtype),
@@ -81,9 +81,9 @@ def tempered_readings(stream: EventStream, structure: ModelStructure, derived: D
     inv_tau = derived.inv_temperature.detach().double().numpy()[stream.reader]
     scaled = np.where(valid, stream.logr * inv_tau[:, None], -np.inf)
     peak = np.where(valid.any(axis=1), scaled.max(axis=1), 0.0)
-    r_t = np.where(valid, np.exp(scaled - peak[:, None]), 0.0)
-    total = r_t.sum(axis=1, keepdims=True)
-    return np.where(total > 0, r_t / np.where(total > 0, total, 1.0), 0.0)
+    tempered = np.where(valid, np.exp(scaled - peak[:, None]), 0.0)
+    total = tempered.sum(axis=1, keepdims=True)
+    return np.where(total > 0, tempered / np.where(total > 0, total, 1.0), 0.0)
 
 
 def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream, like: torch.Tensor,

@@ -47,18 +47,18 @@ def noise_floor(trust: torch.Tensor, k) -> torch.Tensor:
 # =============================================================================== likelihood
 def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tensor, inv_tau: torch.Tensor,
                        trust: torch.Tensor, confusion: torch.Tensor | None = None) -> torch.Tensor:
-    """L(j) of DESIGN §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
+    """L(j) of docs/design.md §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
 
     ``confusion`` (…, K, K), where given, replaces the one-number bracket by ``Σ_c r̃_c C[j, c]``.
     """
     k = logr.shape[-1]
     scaled = logr * inv_tau[..., None]
     # by hand: torch's softmax kernel is several times slower over a last axis of 2–5
-    r_t = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
-    r_t = r_t / r_t.sum(dim=-1, keepdim=True)
+    tempered = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
+    tempered = tempered / tempered.sum(dim=-1, keepdim=True)
     if confusion is None:
         a = noise_floor(trust, max(k, 1))[..., None]
-        bracket = a * r_t + (1 - a) * (1 - r_t) / max(k - 1, 1)
+        bracket = a * tempered + (1 - a) * (1 - tempered) / max(k - 1, 1)
     else:
-        bracket = (confusion @ r_t[..., None]).squeeze(-1)
+        bracket = (confusion @ tempered[..., None]).squeeze(-1)
     return mix[..., None] / k + weight[..., None] * bracket

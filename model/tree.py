@@ -1,4 +1,4 @@
-"""The source tree: every layer of every source path is a node (DESIGN §2, "Source trust is hierarchical").
+"""The source tree: every layer of every source path is a node (docs/design.md §2, "Source trust is hierarchical").
 
 A source ``business/about-other/email/marketing/bloom-florist`` contributes the nodes
 ``business``, ``business/about-other``, …, and its leaf (the full path). Nodes are

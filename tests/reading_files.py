@@ -91,7 +91,7 @@ def _record_problem(
         return "reader_version: must be a string"
     for name in ("probs", "unclear", "unrelated"):
         if name not in record:
-            return f"{name}: missing (FORMATS: probs + unclear + unrelated sum to 1)"
+            return f"{name}: missing (docs/formats.md: probs + unclear + unrelated sum to 1)"
     problem = _reading_problem(
         record["probs"], record["unclear"], record["unrelated"], record.get("one_off", 0.0)
     )

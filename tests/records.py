@@ -1,4 +1,4 @@
-"""Builders of FORMATS.md records for tests, and a snapshot of a store's contents.
+"""Builders of docs/formats.md records for tests, and a snapshot of a store's contents.
 
 Each builder returns the plain dict a caller would write as one JSON line, so tests
 read like the ingest files they stand for.

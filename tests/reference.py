@@ -1,4 +1,4 @@
-"""The likelihood of DESIGN §2 and the trust lookup of inference/read/params.py, written again for tests.
+"""The likelihood of docs/design.md §2 and the trust lookup of inference/read/params.py, written again for tests.
 
 Independent of the scorer's code on purpose: plain Python over one reading at a time.
 """

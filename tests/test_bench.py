@@ -1,4 +1,4 @@
-"""`doxa bench`: the metrics on known cases, the baselines on hand-computed cases, and one quick run.
+"""`doxa bench`: the baselines on hand-computed cases, and one quick run.
 
 The quick run checks the report's shape (every system row, metrics in range, files
 written), never its numbers: those belong to docs/bench.md.
@@ -12,73 +12,12 @@ from datetime import datetime
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from doxa.data.store import to_days
-from doxa.inference.evaluation import baselines as B
-from doxa.inference.evaluation import bench as BN
+from doxa.inference.evaluation import baselines
+from doxa.inference.evaluation import bench as harness
 
 LATER = to_days(datetime(2026, 12, 31))
-
-
-# ============================================================================ metrics
-def test_ece_of_two_known_bins():
-    # 15 answers at 0.6 of which 9 right (calibrated), 15 at 0.9 all right (under-confident by 0.1)
-    confidence = np.r_[np.full(15, 0.6), np.full(15, 0.9)]
-    correct = np.r_[np.ones(9), np.zeros(6), np.ones(15)].astype(bool)
-    assert BN.expected_calibration_error(confidence, correct, n_bins=2) == pytest.approx(0.5 * 0.0 + 0.5 * 0.1)
-
-
-def test_ece_uses_fifteen_equal_mass_bins():
-    confidence = np.repeat(np.linspace(0.5, 0.95, 15), 10)
-    correct = np.zeros(150, dtype=bool)  # every bin entirely wrong: ECE is the mean confidence
-    bins = BN.reliability_bins(confidence, correct.astype(float), 15)
-    assert bins["count"].tolist() == [10] * 15
-    assert BN.expected_calibration_error(confidence, correct) == pytest.approx(confidence.mean())
-
-
-def test_aurc_of_a_perfect_ranking():
-    n, errors = 10, 3
-    confidence = np.linspace(1.0, 0.1, n)  # strictly decreasing
-    correct = np.r_[np.ones(n - errors), np.zeros(errors)].astype(bool)  # the errors are the least confident
-    expected = sum((k - (n - errors)) / k for k in range(n - errors + 1, n + 1)) / n
-    assert BN.aurc(confidence, correct) == pytest.approx(expected)
-    assert BN.aurc(confidence, correct[::-1]) > BN.aurc(confidence, correct)
-
-
-def test_ties_in_confidence_are_split_evenly():
-    confidence = np.full(10, 0.7)
-    correct = np.r_[np.ones(6), np.zeros(4)].astype(bool)
-    # with every answer equally sure, dropping some cannot help in expectation
-    assert BN.selective_accuracy(confidence, correct, 0.5) == pytest.approx(0.6)
-    assert BN.aurc(confidence, correct) == pytest.approx(0.4)
-
-
-def test_selective_accuracy_drops_the_least_certain():
-    confidence = np.array([0.99, 0.95, 0.9, 0.85, 0.6])
-    correct = np.array([1, 1, 1, 1, 0], dtype=bool)
-    assert BN.selective_accuracy(confidence, correct, 0.8) == 1.0
-    assert BN.selective_accuracy(confidence, correct, 1.0) == pytest.approx(0.8)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), min_size=1, max_size=40))
-def test_metrics_stay_in_range(pairs):
-    confidence = np.array([p for p, _ in pairs])
-    correct = np.array([c for _, c in pairs])
-    assert 0.0 <= BN.expected_calibration_error(confidence, correct) <= 1.0
-    assert -1e-12 <= BN.aurc(confidence, correct) <= 1.0 + 1e-12
-    for coverage in (0.7, 0.8, 0.9, 1.0):
-        assert -1e-12 <= BN.selective_accuracy(confidence, correct, coverage) <= 1.0 + 1e-12
-    # at full coverage the answer is the plain accuracy, whatever the ranking
-    assert BN.selective_accuracy(confidence, correct, 1.0) == pytest.approx(correct.mean())
-
-
-def test_log_loss_clips_a_certain_miss():
-    probs = np.array([[1.0, 0.0], [0.5, 0.5]])
-    truth = np.array([1, 0])
-    assert BN.log_loss(probs, truth) == pytest.approx((-math.log(BN.LOG_LOSS_FLOOR) + math.log(2)) / 2)
 
 
 # ============================================================================ hand-made evidence
@@ -102,7 +41,7 @@ def test_latest_wins_takes_the_newest_statement_about_the_question(mem, rec):
         # newest, but the reader says it is not about the question
         ("m3", "s1", 3, {"a": 0.0, "b": 0.0, "c": 0.3}, 0.7, 0.0),
     ])
-    probs = B.LatestWins().predict(ev, LATER)
+    probs = baselines.LatestWins().predict(ev, LATER)
     assert probs[0].tolist() == pytest.approx([0.125, 0.75, 0.125])
 
 
@@ -111,7 +50,7 @@ def test_majority_breaks_ties_by_the_settled_base_rate(mem, rec):
         ("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0),
         ("m2", "s2", 2, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.0, 0.0),
     ])
-    probs = B.MajorityVote().predict(ev, LATER)
+    probs = baselines.MajorityVote().predict(ev, LATER)
     assert probs[0, 0] == pytest.approx(probs[0, 1])  # one vote each, uniform base rate: a tie
     assert probs[0].sum() == pytest.approx(1.0)
 
@@ -122,7 +61,7 @@ def test_recall_reproduces_the_seed_worked_example(mem, rec):
         ("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0),
         ("m2", "s2", 2, {"a": 0.0, "b": 1.0, "c": 0.0}, 0.0, 0.0),
     ])
-    eff = B.RecallConfidence().effective(ev)
+    eff = baselines.RecallConfidence().effective(ev)
     assert eff[0, 0] == pytest.approx(0.9 - 0.6 * math.tanh(1.0), abs=1e-9)
     assert round(eff[0, 0], 2) == 0.44
     assert eff[0, 1] == pytest.approx(1.0 - 0.6 * math.tanh(0.9), abs=1e-9)
@@ -135,7 +74,7 @@ def test_recall_second_contradiction_and_support_ceiling(mem, rec):
         ("m2", "s2", 2, {"a": 0.0, "b": 1.0, "c": 0.0}, 0.0, 0.0),
         ("m3", "s3", 3, {"a": 0.0, "b": 0.0, "c": 1.0}, 0.0, 0.0),
     ] + [(f"x{i}", f"t{i}", 4, {"a": 1.0, "b": 0.0, "c": 0.0}, 0.0, 0.0) for i in range(10)])
-    eff = B.RecallConfidence().effective(ev)
+    eff = baselines.RecallConfidence().effective(ev)
     # the cell for a is a certain statement; ten-minus-one agreeing add at most 0.15, two contradictions cost 0.578
     assert eff[0, 0] == pytest.approx(min(1.0, 1.0 + 0.15 * math.tanh(9.9) - 0.6 * math.tanh(2.0)), abs=1e-9)
     assert round(0.9 - 0.6 * math.tanh(2.0), 2) == 0.32  # the seed's number, for the record
@@ -147,8 +86,8 @@ def test_recall_discounts_authors_wrong_while_sure(mem, rec):
         ("m2", "s1", 2, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.0, 0.0),   # judged right
         ("m3", "s2", 3, {"a": 0.2, "b": 0.7, "c": 0.1}, 0.0, 0.0),   # judged right
     ], settlements=[("b", 5)])
-    recall = B.RecallConfidence()
-    cal = recall.calibration(ev, B.statements(ev))
+    recall = baselines.RecallConfidence()
+    cal = recall.calibration(ev, baselines.statements(ev))
     by_source = dict(zip(ev.sources.ids.tolist(), cal.tolist()))
     assert by_source["s1"] == pytest.approx(1.0 - 0.8 / 2)  # wrong half the time, at 0.8 when wrong
     assert by_source["s2"] == 1.0
@@ -161,7 +100,7 @@ def test_engram_update_rules_by_hand(mem, rec):
         ("m3", "s3", 3, {"a": 0.05, "b": 0.9, "c": 0.05}, 0.0, 0.9),  # one-off contradiction: −0.20, kept
         ("m4", "s4", 4, {"a": 0.2, "b": 0.5, "c": 0.3}, 0.0, 0.0),   # lasting, surer than the weakened memory
     ])
-    engram = B.EngramConfidence(base_decay_rate=0.0)
+    engram = baselines.EngramConfidence(base_decay_rate=0.0)
     confirmed = 1 / (1 + math.exp(-(math.log(0.8 / 0.2) + 0.05)))
     weakened = confirmed - 0.20  # after the one-off contradiction
     assert weakened - 0.20 < 0.5  # so m4, lasting, supersedes what is left after its own −0.20
@@ -169,7 +108,7 @@ def test_engram_update_rules_by_hand(mem, rec):
     assert current[0] == 1 and conf[0] == pytest.approx(0.5)
     assert engram.predict(ev, LATER)[0].tolist() == pytest.approx([0.25, 0.5, 0.25])
     # only the first three: memory a, weakened, not superseded
-    first3 = BN.evidence_until(ev, to_days(datetime(2026, 1, 3)))
+    first3 = harness.evidence_until(ev, to_days(datetime(2026, 1, 3)))
     current, conf = engram.memories(first3, to_days(datetime(2026, 1, 3)))
     assert current[0] == 0 and conf[0] == pytest.approx(weakened)
 
@@ -177,7 +116,7 @@ def test_engram_update_rules_by_hand(mem, rec):
 def test_engram_decays_unused_memories(mem, rec):
     ev = _evidence(mem, rec, [("m1", "s1", 1, {"a": 0.8, "b": 0.1, "c": 0.1}, 0.0, 0.0)])
     at = to_days(datetime(2026, 1, 11))
-    _, conf = B.EngramConfidence(base_decay_rate=0.01).memories(ev, at)
+    _, conf = baselines.EngramConfidence(base_decay_rate=0.01).memories(ev, at)
     assert conf[0] == pytest.approx(0.8 * 0.99 ** 10)
 
 
@@ -187,7 +126,7 @@ def test_wording_is_the_filter_at_face_value(mem, rec):
         ("m1", "s1", 1, {"a": 0.6, "b": 0.2, "c": 0.2}, 0.0, 0.0),
         ("m2", "s2", 5, {"a": 0.5, "b": 0.25, "c": 0.25}, 0.0, 0.0),
     ])
-    probs = B.wording().predict(ev, LATER)[0]
+    probs = baselines.wording().predict(ev, LATER)[0]
     product = np.array([0.6 * 0.5, 0.2 * 0.25, 0.2 * 0.25])
     assert probs.tolist() == pytest.approx((product / product.sum()).tolist())
 
@@ -199,7 +138,7 @@ def test_equal_trust_ignores_stated_trust(mem, rec):
                rec.message("m2", "s2", "2026-01-01", "two"), rec.reading("m2", "q", {"a": 0.1, "b": 0.9})]
     mem.ingest(records)
     ev = mem.store.load_evidence(None)
-    assert B.doxa_equal().predict(ev, LATER)[0].tolist() == pytest.approx([0.5, 0.5])
+    assert baselines.doxa_equal().predict(ev, LATER)[0].tolist() == pytest.approx([0.5, 0.5])
 
 
 def test_evidence_until_matches_the_store_cut(mem, rec):
@@ -208,7 +147,7 @@ def test_evidence_until_matches_the_store_cut(mem, rec):
         ("m2", "s2", 5, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.0, 0.0),
     ], settlements=[("b", 3), ("a", 7)])
     at = datetime(2026, 1, 4)
-    cut = BN.evidence_until(ev, to_days(at))
+    cut = harness.evidence_until(ev, to_days(at))
     direct = mem.store.load_evidence(at)
     for name in ("q", "t", "probs", "settle_q", "settle_t", "settle_answer"):
         assert np.array_equal(getattr(cut, name), getattr(direct, name)), name
@@ -217,18 +156,18 @@ def test_evidence_until_matches_the_store_cut(mem, rec):
 def test_planted_pseudo_questions_add_claims_one_by_one(mem, rec):
     ev = _evidence(mem, rec, [("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0)])
     cap = 3
-    batch = BN.PlantedBatch(
+    batch = harness.PlantedBatch(
         question=np.array([0]), wrong=np.array([2]), t=np.full((1, cap), to_days(datetime(2026, 2, 1))),
         probs=np.tile([0.0, 0.0, 1.0], (1, cap, 1)), unclear=np.zeros((1, cap)), unrelated=np.zeros((1, cap)),
         one_off=np.zeros((1, cap)), source_ids=np.array([[f"p{i}" for i in range(cap)]], dtype=object),
         source_paths=np.array([[f"web/forum/p{i}" for i in range(cap)]], dtype=object), reader="reader-1")
-    aug, pseudo = BN.with_planted(ev, batch)
+    aug, pseudo = harness.with_planted(ev, batch)
     assert pseudo.shape == (1, cap + 1)
     assert np.bincount(aug.q, minlength=cap + 1).tolist() == [1, 2, 3, 4]
-    probs = B.LatestWins().predict(aug, LATER)
-    assert BN.flips_needed(probs, pseudo, batch.wrong).tolist() == [1]
-    probs = B.MajorityVote().predict(aug, LATER)
-    assert BN.flips_needed(probs, pseudo, batch.wrong).tolist() == [2]
+    probs = baselines.LatestWins().predict(aug, LATER)
+    assert harness.flips_needed(probs, pseudo, batch.wrong).tolist() == [1]
+    probs = baselines.MajorityVote().predict(aug, LATER)
+    assert harness.flips_needed(probs, pseudo, batch.wrong).tolist() == [2]
 
 
 def test_numpy_dawid_skene_matches_crowdkit_per_kind():
@@ -245,7 +184,7 @@ def test_numpy_dawid_skene_matches_crowdkit_per_kind():
     worker = np.concatenate([rng.choice(n_workers, 5, replace=False) for _ in range(n_tasks)])
     right = rng.random(len(task)) < skill[worker]
     label = np.where(right, truth[task], (truth[task] + rng.integers(1, k_of[task])) % k_of[task])
-    ours, _ = B.dawid_skene(task, worker, label, group, 3, n_iter=20)
+    ours, _ = baselines.dawid_skene(task, worker, label, group, 3, n_iter=20)
     for g in (0, 1):
         rows = group[task] == g
         frame = pd.DataFrame({"task": task[rows], "worker": worker[rows], "label": label[rows]})
@@ -260,7 +199,7 @@ def test_dawid_skene_learns_who_to_trust():
     task = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])
     worker = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2])
     label = np.array([1, 1, 0, 2, 2, 0, 1, 1, 0])
-    T, iterations = B.dawid_skene(task, worker, label, np.zeros(3, dtype=np.int64), 3)
+    T, iterations = baselines.dawid_skene(task, worker, label, np.zeros(3, dtype=np.int64), 3)
     assert T.argmax(axis=1).tolist() == [1, 2, 1]
     assert np.allclose(T.sum(axis=1), 1.0, atol=1e-8) and iterations[0] >= 1
 
@@ -271,20 +210,20 @@ def quick_result(tmp_path_factory):
     from doxa.inference.evaluation.world import WorldConfig, generate_world
 
     world = generate_world(WorldConfig.preset("quick"))
-    bench_settings = BN.BenchSettings.quick()
+    bench_settings = harness.BenchSettings.quick()
     bench_settings.train_steps = 25  # shape only: a short fit keeps the test well inside a minute
     bench_settings.checkpoints = 4
     bench_settings.planted_questions = 30
-    result = BN.run(world, bench_settings)
+    result = harness.run(world, bench_settings)
     out = tmp_path_factory.mktemp("bench-out")
-    files = BN.write_report(result, out)
+    files = harness.write_report(result, out)
     return result, out, files
 
 
 def test_quick_run_has_every_system_with_metrics_in_range(quick_result):
     result, _, _ = quick_result
     summary = result.summary()
-    assert [row["system"] for row in summary["systems"]] == list(B.SYSTEM_NAMES)
+    assert [row["system"] for row in summary["systems"]] == list(baselines.SYSTEM_NAMES)
     cap = result.settings["planted_cap"]
     for row in summary["systems"]:
         if row.get("status") == "missing":
@@ -306,7 +245,7 @@ def test_quick_run_writes_the_report_and_plots(quick_result):
     for name in ("report.md", "results.json", "reliability.png", "risk_coverage.png", "accuracy_over_time.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0
     report = (out / "report.md").read_text()
-    for system in B.SYSTEM_NAMES:
+    for system in baselines.SYSTEM_NAMES:
         assert f"| {system} |" in report
     assert json.loads((out / "results.json").read_text())["world"]["name"] == "quick"
 
@@ -333,7 +272,7 @@ def test_cli_bench_json_on_the_tiny_world(tmp_path):
     assert found.exit_code == 0, found.output
     summary = json.loads(found.stdout)
     assert [r["system"] for r in summary["systems"]] == ["oracle", "latest-wins", "majority"]
-    assert set(BN.METRIC_KEYS) <= set(summary["systems"][0])
+    assert set(harness.METRIC_KEYS) <= set(summary["systems"][0])
     assert (out / "report.md").is_file()
 
 

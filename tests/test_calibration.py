@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from doxa.inference.learn import calibrate as C
+from doxa.inference.learn import calibrate
+from doxa.inference.learn import metrics
 from doxa.inference.read import scorer
 from doxa.inference.evaluation.simulate import SimulationConfig, simulate_evidence
 from training_data import crowd_store
@@ -34,30 +35,17 @@ def sharpen(probs: np.ndarray, temperature: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- metrics
-def test_metrics_follow_their_definitions():
-    probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5]])
-    answer = np.array([0, 1, 1, 0])
-    m = C.metrics(probs, answer)
-    assert m["accuracy"] == pytest.approx(np.mean([1, 0, 1, 1]))
-    assert m["log_loss"] == pytest.approx(-np.mean(np.log([0.9, 0.4, 0.8, 0.5])))
-    assert m["brier"] == pytest.approx(np.mean([2 * 0.1 ** 2, 2 * 0.6 ** 2, 2 * 0.2 ** 2, 2 * 0.5 ** 2]))
-    table = C.reliability_table(probs, answer, n_bins=2)
-    assert [r["n"] for r in table] == [2, 2]
-    expected_ece = (2 * abs(np.mean([0.5, 0.6]) - 0.5) + 2 * abs(np.mean([0.8, 0.9]) - 1.0)) / 4
-    assert C.expected_calibration_error(probs, answer, n_bins=2) == pytest.approx(expected_ece)
-
-
 def test_ece_is_small_for_honest_beliefs_and_large_for_overconfident_ones():
     probs, answer = honest_predictions(6000)
-    assert C.expected_calibration_error(probs, answer) < 0.03
-    assert C.expected_calibration_error(sharpen(probs, 0.4), answer) > 0.08
+    assert metrics.expected_calibration_error(*metrics.top_answer(probs, answer)) < 0.03
+    assert metrics.expected_calibration_error(*metrics.top_answer(sharpen(probs, 0.4), answer)) > 0.08
 
 
 # ---------------------------------------------------------------------------- maps
 @pytest.mark.parametrize("distortion", [0.5, 2.0])
 def test_temperature_undoes_a_known_distortion(distortion):
     probs, answer = honest_predictions(4000, seed=3)
-    fitted = C.fit_temperature(sharpen(probs, distortion), answer)
+    fitted = calibrate.fit_temperature(sharpen(probs, distortion), answer)
     assert fitted["temperature"] == pytest.approx(1 / distortion, rel=0.15)
 
 
@@ -65,40 +53,40 @@ def test_floor_catches_confident_misses_without_flattening_everything():
     rng = np.random.default_rng(4)
     probs = np.tile([[0.999, 0.001]], (400, 1))
     answer = (rng.random(400) < 0.1).astype(int)  # right 90% of the time
-    fitted = C.fit_temperature(probs, answer, floor=True)
-    after = C.apply_calibration(fitted, probs)
+    fitted = calibrate.fit_temperature(probs, answer, floor=True)
+    after = calibrate.apply_calibration(fitted, probs)
     assert after[0, 0] == pytest.approx(0.9, abs=0.04)
-    assert C.log_loss(after, answer) < 0.5 * C.log_loss(probs, answer)
+    assert metrics.log_loss(after, answer) < 0.5 * metrics.log_loss(probs, answer)
 
 
 def test_isotonic_map_is_monotone_and_helps_miscalibrated_beliefs():
     probs, answer = honest_predictions(3000, k=2, seed=5)
     skewed = sharpen(probs, 0.5)
-    x, y = C.fit_isotonic(skewed, answer)
+    x, y = calibrate.fit_isotonic(skewed, answer)
     assert np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0) and 0 < min(y) and max(y) < 1
-    mapped = C.apply_calibration({"method": "isotonic", "x": x, "y": y}, skewed)
-    assert C.log_loss(mapped, answer) < C.log_loss(skewed, answer)
+    mapped = calibrate.apply_calibration({"method": "isotonic", "x": x, "y": y}, skewed)
+    assert metrics.log_loss(mapped, answer) < metrics.log_loss(skewed, answer)
 
 
 def test_output_calibration_reports_cross_validated_after_figures():
     probs, answer = honest_predictions(800, seed=6)
-    cal = C.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.5), answer, groups=np.arange(800) // 2)
+    cal = calibrate.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.5), answer, groups=np.arange(800) // 2)
     report = cal.report()
     assert report["after_is"] == "cross-validated" and report["n"] == 800
     assert report["after"]["log_loss"] < report["before"]["log_loss"]
     assert report["after"]["ece"] < report["before"]["ece"]
     assert cal.map_["method"] in ("temperature", "isotonic")
-    assert len(report["reliability_before"]) == C.N_BINS
-    tiny = C.OutputCalibration().fit(probs[:5], answer[:5])
+    assert len(report["reliability_before"]) == calibrate.N_BINS
+    tiny = calibrate.OutputCalibration().fit(probs[:5], answer[:5])
     assert tiny.map_ == {"method": "none"}  # five settlements say nothing
 
 
 def test_reliability_diagram_is_written(tmp_path):
     probs, answer = honest_predictions(300, seed=7)
-    report = C.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.6), answer).report()
-    path = C.plot_reliability(report, str(tmp_path / "reliability.png"))
+    report = calibrate.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.6), answer).report()
+    path = calibrate.plot_reliability(report, str(tmp_path / "reliability.png"))
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    assert "| before |" in C.markdown_table(report) and "| 1 |" in C.reliability_markdown(report)
+    assert "| before |" in calibrate.markdown_table(report) and "| 1 |" in calibrate.reliability_markdown(report)
 
 
 # ---------------------------------------------------------------------------- time order
@@ -214,9 +202,9 @@ def test_commands_train_and_calibration(tmp_path):
 
 
 def test_a_store_with_no_settlement_reports_that_it_has_nothing_to_measure():
-    report = C.OutputCalibration().fit(np.zeros((0, 2)), np.zeros(0, dtype=int)).report()
+    report = calibrate.OutputCalibration().fit(np.zeros((0, 2)), np.zeros(0, dtype=int)).report()
     published = dict(report, before={k: None for k in report["before"]}, after={k: None for k in report["after"]})
-    for shown in (C.markdown_table(report), C.markdown_table(published)):  # as fitted, and as read back from JSON
+    for shown in (calibrate.markdown_table(report), calibrate.markdown_table(published)):  # as fitted, and as read back from JSON
         assert "No settlement yet" in shown and "doxa correct" in shown and "| before |" not in shown
 
 

@@ -19,7 +19,7 @@ import doxa
 import records as R
 from doxa.cli.main import app
 
-#: `doxa belief maya.diet --json` answers at least these (FORMATS.md).
+#: `doxa belief maya.diet --json` answers at least these (docs/formats.md).
 BELIEF_KEYS = {"question", "at", "answers", "top", "act", "params_version"}
 EXPLAIN_KEYS = {"belief", "prior", "change_rate_per_day", "half_life_days", "terms", "settlements", "rejections",
                 "calibration"}
@@ -79,7 +79,14 @@ def test_belief_json_has_the_documented_keys(db):
 def test_belief_text_output_lists_every_answer(db):
     text = run("belief", "maya.flower", "--db", db, "--at", "2026-06-01").stdout
     assert "tulips" in text and "lilies" in text
-    assert "act on it" in text or "too uncertain" in text
+    top_p = max(run_json("belief", "maya.flower", "--db", db, "--at", "2026-06-01")["answers"].values())
+    # the verdict follows the top probability against --act-at, on either side of it
+    for act_at, acts in ((0.8, top_p >= 0.8), (max(top_p - 0.05, 0.0), True), (min(top_p + 0.05, 1.0), False)):
+        text = run("belief", "maya.flower", "--db", db, "--at", "2026-06-01", "--act-at", f"{act_at:.4f}").stdout
+        if acts:
+            assert "act on it" in text and "too uncertain" not in text
+        else:
+            assert f"too uncertain to act on (below {act_at:.2f}): ask" in text and "act on it" not in text
 
 
 def test_beliefs_json_is_a_list_of_belief_objects(db):

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import doxa
 import records as R
-from doxa.data import search as S
+from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.times import parse_time
@@ -38,7 +38,7 @@ def test_one_hop_out_surfaces_that_sam_is_vegetarian(demo):
     assert sam.hop == 1 and sam.top == "vegetarian" and not sam.ask
     assert sam.answers == demo.belief("sam.diet", NOW).answers
     # …which no search on "Maya" finds: none of the messages about Sam's diet is a hit
-    hits = {h.message for h in S.search_messages(demo.store, S.tokenize(demo.store, "Maya"), limit=1000)}
+    hits = {h.message for h in search.search_messages(demo.store, search.tokenize(demo.store, "Maya"), limit=1000)}
     sam_messages = {m for (m,) in demo.store.execute("SELECT message FROM readings WHERE question = 'sam.diet'").fetchall()}
     assert sam_messages and not hits & sam_messages
 

@@ -11,10 +11,10 @@ import pytest
 
 import doxa
 import records as R
-from doxa.inference.read import params as P
+from doxa.inference.read import params as parameters
 
 T = "2026-05-01"
-LAYERS = sorted(P.DEFAULT_TRUST_BY_TOP_LAYER)
+LAYERS = sorted(parameters.DEFAULT_TRUST_BY_TOP_LAYER)
 
 
 def pushed(k: int) -> dict[str, float]:
@@ -41,7 +41,7 @@ def test_every_default_source_moves_the_belief_on_every_shape(k):
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_the_order_of_the_default_trusts_is_the_order_of_the_beliefs_on_every_shape(k):
     beliefs = pushed(k)
-    trust = P.DEFAULT_TRUST_BY_TOP_LAYER
+    trust = parameters.DEFAULT_TRUST_BY_TOP_LAYER
     for a in LAYERS:
         for b in LAYERS:
             if trust[a] > trust[b]:
@@ -61,4 +61,4 @@ def test_a_landlords_email_moves_a_yes_no_question():
 
 
 def test_the_defaults_lie_above_one_half():
-    assert all(0.5 < alpha < 1.0 for alpha in [*P.DEFAULT_TRUST_BY_TOP_LAYER.values(), P.DEFAULT_TRUST])
+    assert all(0.5 < alpha < 1.0 for alpha in [*parameters.DEFAULT_TRUST_BY_TOP_LAYER.values(), parameters.DEFAULT_TRUST])

@@ -36,7 +36,7 @@ import records as R
 from doxa.cli.main import app
 from doxa.data.demo import DEMO_NOW, demo_records
 from doxa.data.store import Store
-from doxa.inference.read import params as P
+from doxa.inference.read import params as parameters
 
 AT = DEMO_NOW
 LATER = "2026-12-01T13:00:00"
@@ -222,7 +222,7 @@ def test_a_correction_through_mcp_is_a_settlement_and_training_moves_trust(tmp_p
     records, truth = parcel_records()
     with doxa.open(path) as memory:
         memory.ingest(records)
-        trust_before = {s: P.trust_for_source(memory.params(), f"email/{s}/{s}", None)[0] for s in ("carrier", "tracker")}
+        trust_before = {s: parameters.trust_for_source(memory.params(), f"email/{s}/{s}", None)[0] for s in ("carrier", "tracker")}
     corrected = sorted(truth)[:CORRECTED]
 
     async def session():
@@ -243,7 +243,7 @@ def test_a_correction_through_mcp_is_a_settlement_and_training_moves_trust(tmp_p
             (q, truth[q], "correction") for q in corrected}
     cli("train", "--db", path, "--max-steps", "40", "--folds", "0", "--no-progress", "--json")
     with doxa.open(path) as memory:
-        trust = {s: P.trust_for_source(memory.params(), f"email/{s}/{s}", None) for s in ("carrier", "tracker")}
+        trust = {s: parameters.trust_for_source(memory.params(), f"email/{s}/{s}", None) for s in ("carrier", "tracker")}
         assert all(node.startswith("email/") for _, node in trust.values())  # fitted, not defaults
         assert trust["tracker"][0] < trust_before["tracker"] and trust["tracker"][0] < trust["carrier"][0]
         # and the parcels nobody settled now follow the source the settled facts vindicated

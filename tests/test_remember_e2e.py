@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import doxa
 from doxa.cli.main import app
-from doxa.inference.read import params as P
+from doxa.inference.read import params as parameters
 from llm_server import FakeChatServer
 
 PEOPLE = ("maya", "sam", "priya")
@@ -88,7 +88,7 @@ def scripted_organizer(message: str, prompt: str) -> dict:
 
 
 def _trust(mem, source: str) -> float:
-    return P.trust_for_source(mem.params(), SOURCES[source], None)[0]
+    return parameters.trust_for_source(mem.params(), SOURCES[source], None)[0]
 
 
 #: What mum and the florist said, for the control: corrections that bear them out instead.
@@ -161,6 +161,6 @@ def test_after_corrections_and_train_trust_moves_the_way_the_settled_facts_say(r
         trust = {s: _trust(mem, s) for s in SOURCES}
     # before any fit, mum (a family source) is trusted more than the user's own notes; the fit follows the
     # corrections: they bore out the people and the notes and contradicted mum and the florist, or the reverse
-    assert P.DEFAULT_TRUST_BY_TOP_LAYER["family"] > P.DEFAULT_TRUST_BY_TOP_LAYER["user"]
+    assert parameters.DEFAULT_TRUST_BY_TOP_LAYER["family"] > parameters.DEFAULT_TRUST_BY_TOP_LAYER["user"]
     trusted, doubted = (GOOD, BAD) if settled == "truth" else (BAD, GOOD)
     assert min(trust[s] for s in trusted) > max(trust[s] for s in doubted), trust

@@ -14,7 +14,7 @@ import pytest
 
 import doxa
 from doxa.data.errors import StoreError
-from doxa.inference.read import params as P
+from doxa.inference.read import params as parameters
 from reference import bayes, decay, hand_likelihood, tempered
 
 T0 = datetime(2026, 1, 1)
@@ -163,9 +163,9 @@ def test_the_deepest_fitted_node_sets_trust_even_for_a_source_never_seen_in_the_
 
 
 @pytest.mark.parametrize("layers,stated,alpha", [
-    (["person", "self"], None, P.DEFAULT_TRUST_BY_TOP_LAYER["person"]),
-    (["business", "email"], None, P.DEFAULT_TRUST_BY_TOP_LAYER["business"]),
-    (["somewhere", "else"], None, P.DEFAULT_TRUST),
+    (["person", "self"], None, parameters.DEFAULT_TRUST_BY_TOP_LAYER["person"]),
+    (["business", "email"], None, parameters.DEFAULT_TRUST_BY_TOP_LAYER["business"]),
+    (["somewhere", "else"], None, parameters.DEFAULT_TRUST),
     (["business", "email"], 0.85, 0.85),
 ], ids=["person-default", "business-default", "unknown-layer", "stated"])
 def test_without_a_fit_trust_is_stated_or_the_default_of_the_top_layer(mem, rec, layers, stated, alpha):

@@ -3,7 +3,7 @@
 Each example is a store of a few sources, questions, messages, readings, settlements
 and rejections at random times; every property is checked with `doxa.open(":memory:")`,
 ingest and `beliefs`, as a caller would. The λ = 0 property recomputes the belief by
-hand from the formula of DESIGN §2 / inference/read/scorer.py, with code of its own.
+hand from the formula of docs/design.md §2 / inference/read/scorer.py, with code of its own.
 
 Examples per property: $DOXA_PROPERTY_EXAMPLES (default 12; each example builds one or
 two DuckDB stores, ~0.3 s each).

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import doxa
 import records as R
-from doxa.data import search as S
+from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data import subject_match
 from doxa.data.demo import demo_records
@@ -29,7 +29,7 @@ def _store_with(texts: dict[str, str], source: str = "chat"):
 
 def _bm25_by_hand(tf: float, df: int, n: int, dl: int, avgdl: float) -> float:
     idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-    return idf * tf * (S.K1 + 1) / (tf + S.K1 * (1 - S.B + S.B * dl / avgdl))
+    return idf * tf * (search.K1 + 1) / (tf + search.K1 * (1 - search.B + search.B * dl / avgdl))
 
 
 # ---------------------------------------------------------------------------- tokeniser
@@ -43,7 +43,7 @@ def test_python_sql_and_ingest_tokenisers_agree():
     @settings(max_examples=120, deadline=None)
     @given(TEXT)
     def same_terms(text):
-        assert S.words(text) == S.tokenize(store, text)
+        assert search.words(text) == search.tokenize(store, text)
 
     same_terms()
 
@@ -59,19 +59,19 @@ def test_ingest_indexes_exactly_the_terms_search_looks_for():
         mid = f"m{next(counter)}"
         mem.ingest([R.message(mid, "chat", "2026-01-01", text)])
         rows = mem.store.execute("SELECT term, tf FROM message_terms WHERE message = ?", [mid]).fetchall()
-        assert dict(rows) == dict(Counter(S.words(text)))
+        assert dict(rows) == dict(Counter(search.words(text)))
 
     indexed()
 
 
 def test_possessives_case_and_punctuation_split_into_plain_words():
-    assert S.words("Book MAYA’s birthday-dinner, 2x!") == ["book", "maya", "s", "birthday", "dinner", "2x"]
+    assert search.words("Book MAYA’s birthday-dinner, 2x!") == ["book", "maya", "s", "birthday", "dinner", "2x"]
 
 
 # ---------------------------------------------------------------------------- BM25
 def test_scores_follow_the_bm25_formula():
     mem = _store_with({"a": "peanut peanut butter", "b": "butter toast", "c": "jam"})
-    hits = {h.message: h.score for h in S.search_messages(mem.store, ["peanut", "toast"])}
+    hits = {h.message: h.score for h in search.search_messages(mem.store, ["peanut", "toast"])}
     avgdl = (3 + 2 + 1) / 3
     assert hits["a"] == pytest.approx(_bm25_by_hand(2, 1, 3, 3, avgdl))
     assert hits["b"] == pytest.approx(_bm25_by_hand(1, 1, 3, 2, avgdl))
@@ -81,19 +81,19 @@ def test_scores_follow_the_bm25_formula():
 def test_more_occurrences_and_shorter_messages_rank_first():
     mem = _store_with({"long": "peanut and a very long message about many other things entirely",
                        "short": "peanut allergy", "twice": "peanut peanut allergy"})
-    order = [h.message for h in S.search_messages(mem.store, ["peanut"])]
+    order = [h.message for h in search.search_messages(mem.store, ["peanut"])]
     assert order == ["twice", "short", "long"]
 
 
 def test_word_variants_match_at_half_weight():
     mem = _store_with({"a": "she is allergic to nuts", "b": "nothing to see"})
-    exact = S.search_messages(mem.store, ["allergic"])[0].score
-    (variant,) = S.search_messages(mem.store, ["allergies"])
+    exact = search.search_messages(mem.store, ["allergic"])[0].score
+    (variant,) = search.search_messages(mem.store, ["allergies"])
     assert variant.message == "a" and variant.matched == ["allergic"]
     # one occurrence at weight 1/2 against one at weight 1, same idf and length
-    assert variant.score == pytest.approx(exact * (0.5 * (S.K1 + 1) / (0.5 + S.K1 * (1 - S.B + S.B * 5 / 4.0)))
-                                          / ((S.K1 + 1) / (1 + S.K1 * (1 - S.B + S.B * 5 / 4.0))))
-    assert not S.search_messages(mem.store, ["allegro"])  # shares only 4 letters: not a variant
+    assert variant.score == pytest.approx(exact * (0.5 * (search.K1 + 1) / (0.5 + search.K1 * (1 - search.B + search.B * 5 / 4.0)))
+                                          / ((search.K1 + 1) / (1 + search.K1 * (1 - search.B + search.B * 5 / 4.0))))
+    assert not search.search_messages(mem.store, ["allegro"])  # shares only 4 letters: not a variant
 
 
 WORD = st.text(st.sampled_from("abcdeé"), min_size=1, max_size=8)
@@ -105,9 +105,9 @@ def test_sql_and_python_variant_rules_agree():
     @settings(max_examples=120, deadline=None)
     @given(WORD, WORD)
     def same(a, b):
-        row = store.execute(f"SELECT {S._variant_sql('x.term', 'x.query')} FROM (SELECT ? AS term, ? AS query) x",
+        row = store.execute(f"SELECT {search._variant_sql('x.term', 'x.query')} FROM (SELECT ? AS term, ? AS query) x",
                             [a, b]).fetchone()
-        assert bool(row[0]) == S.is_variant(a, b)
+        assert bool(row[0]) == search.is_variant(a, b)
 
     same()
 
@@ -117,8 +117,8 @@ def test_python_bm25_equals_sql_bm25():
              "m4": "lily bouquet today", "m5": "no nuts at the party please"}
     mem = _store_with(texts)
     query = ["peanut", "maya", "lilies"]
-    sql = {h.message: h.score for h in S.search_messages(mem.store, query)}
-    scores, _ = S.bm25(query, [S.words(t) for t in texts.values()])
+    sql = {h.message: h.score for h in search.search_messages(mem.store, query)}
+    scores, _ = search.bm25(query, [search.words(t) for t in texts.values()])
     python = {mid: s for mid, s in zip(texts, scores) if s > 0}
     assert sql.keys() == python.keys()
     for mid in sql:
@@ -138,15 +138,15 @@ def test_subject_restriction_needs_a_name_alias_or_reading():
         R.reading("read", "maya.diet", {"vegetarian": 0.5, "eats fish": 0.2, "eats meat": 0.1}, unclear=0.2),
         R.message("other", "chat", "2026-01-01", "Sam eats peanut butter"),
     ])
-    found = {h.message for h in S.search_messages(mem.store, ["peanut"], subject="maya")}
+    found = {h.message for h in search.search_messages(mem.store, ["peanut"], subject="maya")}
     assert found == {"named", "alias", "read"}
-    assert len(S.search_messages(mem.store, ["peanut"])) == 5
+    assert len(search.search_messages(mem.store, ["peanut"])) == 5
 
 
 def test_assistant_notes_are_searchable_but_can_be_left_out():
     mem = _store_with({"n1": "Assistant note: peanut"}, source="bot")
-    assert [h.is_assistant for h in S.search_messages(mem.store, ["peanut"])] == [True]
-    assert S.search_messages(mem.store, ["peanut"], include_assistant=False) == []
+    assert [h.is_assistant for h in search.search_messages(mem.store, ["peanut"])] == [True]
+    assert search.search_messages(mem.store, ["peanut"], include_assistant=False) == []
 
 
 def test_no_search_on_maya_finds_that_sam_is_vegetarian():
@@ -154,7 +154,7 @@ def test_no_search_on_maya_finds_that_sam_is_vegetarian():
     mem.ingest(demo_records())
     sam_evidence = {r[0] for r in mem.store.execute(
         "SELECT message FROM readings WHERE question = 'sam.diet'").fetchall()}
-    found = {h.message for h in S.search_messages(mem.store, S.tokenize(mem.store, "Maya"), limit=100)}
+    found = {h.message for h in search.search_messages(mem.store, search.tokenize(mem.store, "Maya"), limit=100)}
     assert sam_evidence and not sam_evidence & found
 
 
@@ -205,9 +205,9 @@ def test_evidence_tf_follows_its_formula():
     avgdl = (4 + 3 + 6) / 3  # the corpus: the evidence of the questions asked about
 
     def norm(tf, dl):
-        return tf / (1 - S.B + S.B * dl / avgdl)
+        return tf / (1 - search.B + search.B * dl / avgdl)
 
-    expected = 0.8 * norm(2, 4) + 1.0 * norm(S.VARIANT_WEIGHT, 3)  # "dinners" is a variant
+    expected = 0.8 * norm(2, 4) + 1.0 * norm(search.VARIANT_WEIGHT, 3)  # "dinners" is a variant
     assert set(got) == {"u.a"} and math.isclose(got["u.a"]["dinner"][0], expected)
     assert got["u.a"]["dinner"][1] == "x1"  # the message that adds most
 
@@ -217,7 +217,7 @@ def test_without_evidence_or_lexicon_question_ranking_is_plain_bm25():
     mem.ingest(demo_records())
     terms = ["birthday", "dinner", "loud"]
     ranked = question_ranking.rank_questions(mem.store, terms, subject_ids=["maya", "sam"], evidence=False, lexicon=False)
-    scores, _ = S.bm25(terms, [S.words(f"{r['text']} {r['kind']}") for r in ranked])
+    scores, _ = search.bm25(terms, [search.words(f"{r['text']} {r['kind']}") for r in ranked])
     assert [r["score"] for r in ranked] == pytest.approx(scores)
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import doxa
 import records as R
-from doxa.data import search as S
+from doxa.data import search
 from doxa.data.sql import bind, sql_literal
 from doxa.data.store import Store
 
@@ -75,7 +75,7 @@ def test_a_question_mark_in_a_subject_id_searches_and_asks(tmp_path):
     db = str(tmp_path / "q.duckdb")
     with doxa.open(db) as mem:
         mem.ingest(QUESTION_MARK_STORE)
-        hits = S.search_messages(mem.store, ["vegetarian"], subject="who?")
+        hits = search.search_messages(mem.store, ["vegetarian"], subject="who?")
         assert [h.message for h in hits] == ["m1"]
     runner = CliRunner()
     found = runner.invoke(app, ["search", "vegetarian", "--subject", "who?", "--db", db])

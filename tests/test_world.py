@@ -1,4 +1,4 @@
-"""The generated world: deterministic, valid FORMATS records, and drawn from DESIGN §2 as configured.
+"""The generated world: deterministic, valid docs/formats.md records, and drawn from docs/design.md §2 as configured.
 
 Statistical checks compare counts with their sampling distribution (binomial /
 Poisson-binomial / Poisson) at |z| < 4.5, so a correct generator fails them with
@@ -17,7 +17,7 @@ import pytest
 from doxa.data import models
 from doxa.data.ingest import normalise_text
 from doxa.inference.evaluation.world import World, WorldConfig, WorldConfigError, generate_world
-from doxa.inference.read import params as P
+from doxa.inference.read import params as parameters
 
 Z = 4.5
 
@@ -180,7 +180,7 @@ def test_ingests_into_the_store(tiny):
 
 
 def test_layer_reliability_matches_the_configured_tree(quick):
-    """Per top layer, messages state the truth as often as their sources' α says (DESIGN §2)."""
+    """Per top layer, messages state the truth as often as their sources' α says (docs/design.md §2)."""
     t = quick.truth.readings
     rows = (t.role == "main") & np.isfinite(t.alpha)
     w = t.u + (1.0 - t.u) * t.o
@@ -339,23 +339,23 @@ def test_planted_campaigns_in_stream(quick):
 
 
 def test_oracle_params_hold_the_true_parameters(tiny):
-    doc = P.with_defaults(tiny.oracle_params())
+    doc = parameters.with_defaults(tiny.oracle_params())
     json.dumps(doc)  # publishable as a JSON body
     for record in tiny.records:
         if record["type"] == "source" and record["layers"][0] != "assistant":
             path = "/".join([*record["layers"], record["id"]])
             if record["id"] in tiny.truth.planted_sources:
-                trust, node = P.trust_for_source(doc, path, None)
+                trust, node = parameters.trust_for_source(doc, path, None)
                 assert node == "/".join(record["layers"])
             else:
-                trust, node = P.trust_for_source(doc, path, None)
+                trust, node = parameters.trust_for_source(doc, path, None)
                 assert node == path
                 assert trust == pytest.approx(tiny.truth.node_trust[path])
     for kind, options in tiny.truth.kind_options.items():
-        assert P.kind_prior(doc, kind, options) == pytest.approx(tiny.truth.prior[kind])
-        assert P.kind_change_rate(doc, kind) == pytest.approx(tiny.truth.change_rate[kind])
+        assert parameters.kind_prior(doc, kind, options) == pytest.approx(tiny.truth.prior[kind])
+        assert parameters.kind_change_rate(doc, kind) == pytest.approx(tiny.truth.change_rate[kind])
     for reader, tau in tiny.truth.reader_temperature.items():
-        assert P.reader_temperature(doc, reader) == tau
+        assert parameters.reader_temperature(doc, reader) == tau
 
 
 def test_planted_records_are_new_sources_and_grow_with_n(tiny):

@@ -1,7 +1,7 @@
 """A question nobody prepared: `doxa ask "Does Maya have allergies?" --subject maya --options yes,no`.
 
 Because every message is kept, a new question can be answered from old evidence then
-and there (DESIGN §5):
+and there (docs/design.md §5):
 
 1. the question is created as an organizer record (text, subject, kind, options: never
    a probability); asking again with the same words reuses it;

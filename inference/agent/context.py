@@ -1,4 +1,4 @@
-"""What a task needs to know: `doxa context "book Maya's birthday dinner"` (DESIGN §5).
+"""What a task needs to know: `doxa context "book Maya's birthday dinner"` (docs/design.md §5).
 
 Beliefs form a graph: subjects → their questions; subjects → related subjects. For a
 task, :func:`context`

@@ -1,4 +1,4 @@
-"""The organizer: a model decides which questions a new message bears on (DESIGN: "the model decides what is worth knowing").
+"""The organizer: a model decides which questions a new message bears on (docs/design.md §7: the model decides what is worth knowing).
 
 For one message it is shown the message, its source, the subjects the memory knows that the
 message may be about and the questions already tracked for them (found by doxa's own search,

@@ -1,7 +1,7 @@
 """Readers: turn (message text, question) into a reading.
 
-A reading is what the scorer consumes for one (message, question) pair (DESIGN §1,
-FORMATS ``reading``): a probability per option of what the message *states*, plus
+A reading is what the scorer consumes for one (message, question) pair (docs/design.md §1,
+docs/formats.md ``reading``): a probability per option of what the message *states*, plus
 ``unclear`` (about the question, but no answer can be told), ``unrelated`` (says nothing
 about it), which together sum to 1, and ``one_off`` (the message describes a one-off,
 not a lasting state). Whether the message is *true* is not the reader's business: that

@@ -1,14 +1,12 @@
-"""What a reader returns: a :class:`Reading` checked against FORMATS' rules, and the :class:`Reader` interface."""
+"""What a reader returns: a :class:`Reading` checked against docs/formats.md's rules, and the :class:`Reader` interface."""
 
 from __future__ import annotations
 
 import abc
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-#: FORMATS: ``probs + unclear + unrelated`` sums to 1 within this.
-SUM_TOLERANCE = 1e-6
+from doxa.data.models import SUM_TOLERANCE, reading_mass_problem  # noqa: F401  (SUM_TOLERANCE: readers' API)
 
 UNCLEAR = "unclear"
 UNRELATED = "unrelated"
@@ -52,7 +50,7 @@ class Reading:
         return max(self.probs, key=self.probs.__getitem__)
 
     def to_record(self, message_id: str, question_id: str) -> dict[str, Any]:
-        """The FORMATS ``reading`` record for this reading, ready for ``doxa ingest``.
+        """The docs/formats.md ``reading`` record for this reading, ready for ``doxa ingest``.
 
         ``reader_version`` is written when set (it fills the store's ``reader_version``
         column).
@@ -72,36 +70,26 @@ class Reading:
         return record
 
 
-def _is_probability(x: Any) -> bool:
-    return (
-        isinstance(x, (int, float))
-        and not isinstance(x, bool)
-        and math.isfinite(x)
-        and 0.0 <= x <= 1.0
-    )
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _reading_problem(
     probs: Any, unclear: Any, unrelated: Any, one_off: Any
 ) -> str | None:
-    """Why these fields are not a valid reading, or None when they are."""
+    """Why these fields are not a valid reading, or None when they are: their types here
+    (a reader's output is not parsed by pydantic), their values by the store's own check."""
     if not isinstance(probs, Mapping) or not probs:
         return "probs: expected a non-empty object {option: probability}"
     for option, p in probs.items():
         if not isinstance(option, str):
             return f"probs: option {option!r} is not a string"
-        if not _is_probability(p):
-            return f"probs[{option!r}]: {p!r} is not a probability in [0, 1]"
+        if not _is_number(p):
+            return f"probs[{option!r}] must be a number in [0, 1], got {p!r}"
     for name, value in (("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off)):
-        if not _is_probability(value):
-            return f"{name}: {value!r} is not a probability in [0, 1]"
-    total = math.fsum(probs.values()) + unclear + unrelated
-    if abs(total - 1.0) > SUM_TOLERANCE:
-        return (
-            f"probs + unclear + unrelated sums to {total:.9g}, not 1 "
-            f"(within {SUM_TOLERANCE:g}): renormalise them together"
-        )
-    return None
+        if not _is_number(value):
+            return f"{name} must be a number in [0, 1], got {value!r}"
+    return reading_mass_problem(probs, unclear, unrelated, one_off)
 
 
 # --------------------------------------------------------------------------- reader

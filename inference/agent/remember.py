@@ -1,4 +1,4 @@
-"""`remember`: a raw message in, the beliefs it changed out (DESIGN's loop, one message at a time).
+"""`remember`: a raw message in, the beliefs it changed out (the loop of docs/design.md, one message at a time).
 
 For each message:
 

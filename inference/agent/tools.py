@@ -19,18 +19,12 @@ from typing import Any, Callable
 
 from doxa.data.errors import StoreError
 
+from doxa.inference.read.feedback import moment_of
 from doxa.inference.read.memory import Memory
 
 
 def _at(at: datetime | str | None) -> datetime | None:
-    if at is None or isinstance(at, datetime):
-        return at
-    from doxa.data.times import parse_time
-
-    try:
-        return parse_time(at)
-    except ValueError as err:
-        raise StoreError(f"at: {err}") from None
+    return moment_of(at, StoreError)
 
 
 def belief(mem: Memory, question: str, at: datetime | str | None = None, act_at: float | None = None) -> dict:

@@ -5,7 +5,7 @@ the evidence up to ``at``; most learn nothing) and ``predict(evidence, at) -> pr
 (``(Q, K_max)``, rows summing to 1 over each question's options, in
 ``evidence.questions`` order). ``evidence`` is always cut at ``at`` by the caller.
 
-The systems (DESIGN §6):
+The systems (docs/design.md §6):
 
 =============  =========================================================================
 doxa-learned   doxa's scorer with parameters from the nightly fit (retrained by the bench)
@@ -24,6 +24,10 @@ The non-doxa systems work on *statements*: each reading that is about the questi
 it, the minimal extraction step any memory has) states its top option with the
 reader's probability for it; a settlement states the settled answer with certainty,
 from the user. Every system sees the same stream, settlements included.
+
+Why one file of ~600 lines: nine systems of 30-80 lines each behind one interface, sharing
+the statement extraction and the base-rate helpers above them; one file reads as the
+lineup the bench compares.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ import numpy as np
 
 from doxa.data.evidence import Evidence, SourceTable
 
-from doxa.inference.read import params as P
+from doxa.inference.read.params import DEFAULT_CHANGE_RATE, DEFAULT_TRUST, default_params
 from doxa.inference.read import scorer
+from doxa.model.logistic import logit, sigmoid
 
 #: A reading with ``unclear + unrelated`` at or above this is "not about the question".
 RELEVANCE_CUTOFF = 0.5
@@ -154,9 +159,9 @@ def without_stated_trust(evidence: Evidence) -> Evidence:
                                                  readings=src.readings))
 
 
-def equal_trust_params(trust: float = P.DEFAULT_TRUST, change_rate: float = P.DEFAULT_CHANGE_RATE) -> dict[str, Any]:
+def equal_trust_params(trust: float = DEFAULT_TRUST, change_rate: float = DEFAULT_CHANGE_RATE) -> dict[str, Any]:
     """One trust for every source, one change rate for every kind, uniform priors, reader at face value."""
-    doc = P.default_params()
+    doc = default_params()
     doc["defaults"] = {"trust": float(trust), "trust_by_top_layer": {}, "change_rate": float(change_rate)}
     return doc
 
@@ -208,7 +213,7 @@ class LearnedDoxa(System):
 
     def __init__(self, trainer: Callable[[Evidence, float], dict[str, Any]] | None = None):
         self.trainer = trainer
-        self.params_: dict[str, Any] = P.default_params()
+        self.params_: dict[str, Any] = default_params()
         self.fits_: list[dict[str, Any]] = []
 
     def fit(self, evidence: Evidence, at: float) -> "LearnedDoxa":
@@ -346,14 +351,6 @@ class RecallConfidence(System):
 
 
 # ============================================================================ Engram
-def _logit(p: np.ndarray) -> np.ndarray:
-    return np.log(p) - np.log1p(-p)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 class EngramConfidence(System):
     """Engram's confidence rules (seed: Engram docs, "Log-odds confidence"), one memory per question.
 
@@ -405,7 +402,7 @@ class EngramConfidence(System):
             against = had & ~same
             weakened = np.maximum(self.FLOOR, c - self.CONTRADICTION_PENALTY)
             supersede = against & st.lasting[idx] & (s > weakened)
-            c = np.where(same, _sigmoid(_logit(np.clip(c, 1e-12, 1 - 1e-12)) + self.CONFIRM_BOOST), c)
+            c = np.where(same, sigmoid(logit(np.clip(c, 1e-12, 1 - 1e-12)) + self.CONFIRM_BOOST), c)
             c = np.where(against, weakened, c)
             c = np.where(~had | supersede, s, c)
             current[qs] = np.where(~had | supersede, option, cur)
@@ -593,7 +590,7 @@ def lineup(oracle_params: dict[str, Any] | None, trainer: Callable[[Evidence, fl
     """The benchmark's systems in report order (``oracle`` needs the world's true parameters)."""
     make: dict[str, Callable[[], System]] = {
         "doxa-learned": lambda: LearnedDoxa(trainer),
-        "oracle": lambda: oracle(oracle_params or P.default_params()),
+        "oracle": lambda: oracle(oracle_params or default_params()),
         "doxa-equal": doxa_equal,
         "wording": wording,
         "latest-wins": LatestWins,

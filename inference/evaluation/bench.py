@@ -1,4 +1,4 @@
-"""`doxa bench`: every system of inference/evaluation/baselines.py on one generated world (DESIGN §6).
+"""`doxa bench`: every system of inference/evaluation/baselines.py on one generated world (docs/design.md §6).
 
 The harness
 
@@ -17,10 +17,10 @@ The harness
 3. pools the (checkpoint, question) predictions per system into the metrics below,
    then attacks each system's confident beliefs with planted claims.
 
-Metrics (each a small function here, tested in tests/test_bench.py):
+Metrics (each a small function of inference/learn/metrics.py, tested in tests/test_metrics.py):
 
 - accuracy of the top answer on the current true answer;
-- log-loss ``−log p(truth)`` (p clipped at 1e-6);
+- log-loss ``−log p(truth)`` (p clipped at ``metrics.LOG_LOSS_FLOOR``, 1e-6);
 - ECE over 15 equal-mass bins of the top probability, with a reliability diagram;
 - accuracy when allowed to ask: the least certain 10/20/30 % go to a person, accuracy
   on the rest (ties in confidence are split evenly, i.e. the expectation over random
@@ -35,6 +35,11 @@ Metrics (each a small function here, tested in tests/test_bench.py):
 
 Nothing here imports torch, pandas or matplotlib at module level; the trainer and the
 plots load them when they run.
+
+Why one file of ~800 lines: the harness is one pipeline (evidence helpers, settings, the
+trainer, the run, the planted-claim attack, the report) whose parts share the run's
+arrays and its :class:`BenchResult`; the metrics it reports live apart in
+inference/learn/metrics.py, the systems in baselines.py.
 """
 
 from __future__ import annotations
@@ -51,102 +56,11 @@ import numpy as np
 from doxa.data.evidence import Evidence, QuestionTable, SourceTable
 from doxa.data.store import Store, from_days
 
-from . import baselines as B
-from doxa.inference.read import params as P
+from . import baselines
+from doxa.inference.read.params import trust_for_source, with_defaults
+from doxa.inference.learn.metrics import accuracy, prediction_metrics, reliability_bins, risk_coverage_curve
 
-LOG_LOSS_FLOOR = 1e-6
 METRIC_KEYS = ("accuracy", "log_loss", "ece", "acc_at_80_coverage", "aurc", "planted_to_flip", "us_per_read")
-
-
-# ============================================================================ metrics
-def accuracy(probs: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean(np.argmax(probs, axis=1) == truth)) if len(truth) else float("nan")
-
-
-def log_loss(probs: np.ndarray, truth: np.ndarray, floor: float = LOG_LOSS_FLOOR) -> float:
-    if not len(truth):
-        return float("nan")
-    p = probs[np.arange(len(truth)), truth]
-    return float(np.mean(-np.log(np.clip(p, floor, 1.0))))
-
-
-def reliability_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 15) -> dict[str, np.ndarray]:
-    """Equal-mass bins of the top probability: mean confidence, accuracy and size per bin."""
-    order = np.argsort(confidence, kind="stable")
-    chunks = [c for c in np.array_split(order, min(n_bins, len(order))) if len(c)]
-    return {
-        "confidence": np.array([confidence[c].mean() for c in chunks]),
-        "accuracy": np.array([correct[c].mean() for c in chunks]),
-        "count": np.array([len(c) for c in chunks]),
-    }
-
-
-def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 15) -> float:
-    """``Σ_b (n_b / N) |conf_b − acc_b|`` over equal-mass bins."""
-    if not len(confidence):
-        return float("nan")
-    bins = reliability_bins(confidence, correct.astype(np.float64), n_bins)
-    return float(np.sum(bins["count"] / bins["count"].sum() * np.abs(bins["confidence"] - bins["accuracy"])))
-
-
-def _tie_groups(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Most confident first: (size, correct count) of each group of equal confidence."""
-    values, inverse = np.unique(-confidence, return_inverse=True)
-    size = np.bincount(inverse, minlength=len(values)).astype(np.float64)
-    hits = np.bincount(inverse, weights=correct.astype(np.float64), minlength=len(values))
-    return size, hits
-
-
-def expected_correct_in_top(confidence: np.ndarray, correct: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Expected number correct among the ``k`` most confident (ties broken at random), for each k."""
-    size, hits = _tie_groups(confidence, correct)
-    ends = np.cumsum(size)
-    starts = ends - size
-    cum_hits = np.r_[0.0, np.cumsum(hits)]
-    k = np.asarray(k, dtype=np.float64)
-    g = np.minimum(np.searchsorted(ends, k, side="left"), len(size) - 1)
-    return cum_hits[g] + (k - starts[g]) * hits[g] / size[g]
-
-
-def selective_accuracy(confidence: np.ndarray, correct: np.ndarray, coverage: float) -> float:
-    """Accuracy on the most confident ``coverage`` share; the rest is handed to a person."""
-    n = len(confidence)
-    if not n:
-        return float("nan")
-    keep = max(1, int(round(coverage * n)))
-    return float(expected_correct_in_top(confidence, correct, np.array([keep]))[0] / keep)
-
-
-def aurc(confidence: np.ndarray, correct: np.ndarray) -> float:
-    """Area under the risk–coverage curve: mean over k = 1…N of the error rate of the k most confident."""
-    n = len(confidence)
-    if not n:
-        return float("nan")
-    k = np.arange(1, n + 1, dtype=np.float64)
-    return float(np.mean(1.0 - expected_correct_in_top(confidence, correct, k) / k))
-
-
-def risk_coverage_curve(confidence: np.ndarray, correct: np.ndarray, points: int = 101) -> tuple[np.ndarray, np.ndarray]:
-    n = len(confidence)
-    coverage = np.linspace(1.0 / max(n, 1), 1.0, points)
-    k = np.maximum(np.round(coverage * n), 1.0)
-    return coverage, 1.0 - expected_correct_in_top(confidence, correct, k) / k
-
-
-def prediction_metrics(probs: np.ndarray, truth: np.ndarray, *, n_bins: int = 15,
-                       coverages: tuple[float, ...] = (0.9, 0.8, 0.7)) -> dict[str, float]:
-    confidence = probs.max(axis=1)
-    correct = np.argmax(probs, axis=1) == truth
-    out = {
-        "accuracy": accuracy(probs, truth),
-        "log_loss": log_loss(probs, truth),
-        "ece": expected_calibration_error(confidence, correct, n_bins),
-        "aurc": aurc(confidence, correct),
-        "mean_confidence": float(confidence.mean()) if len(confidence) else float("nan"),
-    }
-    for c in coverages:
-        out[f"acc_at_{int(round(c * 100))}_coverage"] = selective_accuracy(confidence, correct, c)
-    return out
 
 
 # ============================================================================ evidence helpers
@@ -339,7 +253,7 @@ class BenchSettings:
     planted_questions: int = 150
     ece_bins: int = 15
     coverages: tuple[float, ...] = (0.9, 0.8, 0.7)
-    systems: tuple[str, ...] = B.SYSTEM_NAMES
+    systems: tuple[str, ...] = baselines.SYSTEM_NAMES
     seed: int = 0
 
     @classmethod
@@ -505,14 +419,14 @@ def trust_error(params: dict[str, Any], world) -> dict[str, float]:
     ``nodes``: mean over internal nodes (layers); ``leaves``: mean over sources weighted
     by their messages. Assistant and planted nodes are left out (never evidence / new).
     """
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     t = world.truth
     parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
     internal, leaves, weights = [], [], []
     for node, alpha in t.node_trust.items():
         if node.startswith("assistant") or node.rsplit("/", 1)[-1] in t.planted_sources:
             continue
-        used, _ = P.trust_for_source(params, node, None)
+        used, _ = trust_for_source(params, node, None)
         if node in parents:
             internal.append(abs(used - alpha))
         else:
@@ -536,14 +450,14 @@ def run(world, settings: BenchSettings | None = None, *, db: str = ":memory:",
 
 def trust_table(params: dict[str, Any], world, limit: int = 25) -> list[dict[str, Any]]:
     """The source tree's layers (internal nodes), busiest first: true α, the α ``params`` gives, messages."""
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     t = world.truth
     parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
     rows = []
     for node in parents:
         if node.startswith("assistant") or node not in t.node_trust:
             continue
-        used, where = P.trust_for_source(params, node, None)
+        used, where = trust_for_source(params, node, None)
         rows.append({"node": node, "depth": t.node_depth[node], "messages": int(t.node_messages.get(node, 0)),
                      "true": t.node_trust[node], "used": used, "from": where})
     rows.sort(key=lambda r: -r["messages"])
@@ -596,8 +510,8 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
             trainer = nightly_trainer(store, settings)
         else:
             notes["doxa-learned"] = why
-    systems = [s for s in B.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
-    learned = next((s for s in systems if isinstance(s, B.LearnedDoxa)), None)
+    systems = [s for s in baselines.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
+    learned = next((s for s in systems if isinstance(s, baselines.LearnedDoxa)), None)
 
     per_system: dict[str, dict[str, list]] = {s.name: {"probs": [], "truth": [], "unsettled": [], "seconds": 0.0,
                                                        "reads": 0} for s in systems}
@@ -773,7 +687,7 @@ def flip_summary(flips: np.ndarray, cap: int) -> dict[str, Any]:
     }
 
 
-def planted_resistance(world, evidence: Evidence, systems: list[B.System], final_probs: dict[str, np.ndarray],
+def planted_resistance(world, evidence: Evidence, systems: list[baselines.System], final_probs: dict[str, np.ndarray],
                        evaluated: np.ndarray, truth: np.ndarray, day: float, settings: BenchSettings,
                        tick: Progress) -> dict[str, dict[str, Any]]:
     """For each system: claims needed to flip its confident, correct beliefs, per scenario (module doc).
@@ -845,7 +759,7 @@ def write_report(result: BenchResult, out_dir: str | Path) -> list[str]:
     written: list[Path] = []
     ok = [r for r in result.systems if r.get("status") == "ok"]
     names = [r["system"] for r in ok]
-    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(B.SYSTEM_NAMES)}
+    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(baselines.SYSTEM_NAMES)}
 
     # reliability diagram, one panel per system
     cols = 3

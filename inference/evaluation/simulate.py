@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from doxa.data.evidence import Evidence, QuestionTable, SourceTable
+from doxa.data.evidence import Evidence, QuestionTable, SourceTable, options_key
+from doxa.model.logistic import sigmoid
 
-UNIT = "\x1f"  # the store joins kind and options with this in options_key
 T0_DAYS = 20000.0  # 2024-10-04: keeps times realistic without meaning anything
 
 
@@ -78,7 +78,7 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     leaf_ids = np.asarray([f"src{i}" for i in range(len(leaf_logit))], dtype=object)
     leaf_paths = np.asarray([f"{sub_names[i // n_src]}/{leaf_ids[i]}" for i in range(len(leaf_logit))],
                             dtype=object)
-    alpha_leaf = 1 / (1 + np.exp(-leaf_logit))
+    alpha_leaf = sigmoid(leaf_logit)
 
     # ---- kinds and questions
     n_kinds = len(cfg.kind_options)
@@ -170,7 +170,7 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
             ids=ids, subjects=np.full(n_q, None, dtype=object), kinds=kinds,
             texts=ids.copy(), shapes=np.full(n_q, "choice", dtype=object), options=options,
             n_options=q_k.astype(np.int64),
-            options_key=np.asarray([UNIT.join([kd, *op]) for kd, op in zip(kinds, options)], dtype=object),
+            options_key=np.asarray([options_key(kd, op) for kd, op in zip(kinds, options)], dtype=object),
         ),
         q=r_q[order], t=T0_DAYS + r_t[order], source_index=r_src[order].astype(np.int64),
         reader_index=np.zeros(n, dtype=np.int64), probs=probs[order],
@@ -186,9 +186,8 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     per_leaf = np.bincount(r_src, minlength=len(leaf_logit))
     per_sub = per_leaf.reshape(n_top * n_sub, n_src).sum(1)
     per_top = per_sub.reshape(n_top, n_sub).sum(1)
-    sig = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
-    trust = {**{p: float(a) for p, a in zip(top_names, sig(top_logit))},
-             **{p: float(a) for p, a in zip(sub_names, sig(sub_logit))},
+    trust = {**{p: float(a) for p, a in zip(top_names, sigmoid(top_logit))},
+             **{p: float(a) for p, a in zip(sub_names, sigmoid(sub_logit))},
              **{p: float(a) for p, a in zip(leaf_paths, alpha_leaf)}}
     counts = {**dict(zip(top_names.tolist(), per_top.tolist())), **dict(zip(sub_names.tolist(), per_sub.tolist())),
               **dict(zip(leaf_paths.tolist(), per_leaf.tolist()))}

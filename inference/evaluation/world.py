@@ -1,7 +1,7 @@
 """The seeded generated world: the Maya example at scale, with the truth known.
 
-A world is a stream of FORMATS.md records (people, sources, questions, messages,
-readings, settlements) drawn from *exactly* the generative story of DESIGN §2, plus
+A world is a stream of docs/formats.md records (people, sources, questions, messages,
+readings, settlements) drawn from *exactly* the generative story of docs/design.md §2, plus
 the things the story does not model and doxa must withstand (copies of messages,
 the assistant's own notes, planted false claims). Because every latent is kept in
 :class:`WorldTruth`, a benchmark can score systems against the true current answer
@@ -29,7 +29,7 @@ The generative story, per question ``q`` of kind ``k`` with options ``1..K``:
   ``probs = (1-u) · normalise(r̃^τ)`` (``τ > 1``: overconfident), ``unclear + unrelated
   = u`` and ``one_off = o``. The model's inverse map is ``r̃ ∝ probs^(1/τ)``.
 
-Together these give the per-message likelihood of DESIGN §2,
+Together these give the per-message likelihood of docs/design.md §2,
 ``L(j) ∝ (u + (1-u)o)/K + (1-u)(1-o)(α r̃_j + (1-α)(1-r̃_j)/(K-1))``.
 
 Outside the story: copies (same text, later, another source: one evidence unit in the
@@ -39,6 +39,13 @@ untrustworthy layer), and settlements (the then-current truth, observed).
 
 All randomness comes from one ``numpy`` Generator tree seeded by ``config.seed``:
 the same config gives the same records, byte for byte.
+
+Why one file of ~1,400 lines: the config (validated presets), the records, the truth kept
+for scoring and the generator are one story told in order — each section's types are the
+next one's inputs, and the generator's stages share one object's arrays and its tree of
+seeded streams, so a split would pass a dozen arrays across modules and make the
+byte-for-byte reproducibility depend on call order across files. The sections, in order:
+config, text, truth, the World, generation.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ from typing import Any, Iterator, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from doxa.model.logistic import logit, sigmoid
 
 WORLDS_DIR = Path(__file__).with_name("worlds")
 SECONDS_PER_DAY = 86_400
@@ -775,14 +784,6 @@ def _report(calibrated: np.ndarray, tau: np.ndarray, u: np.ndarray, fraction: np
 # =============================================================================
 
 
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p))
-
-
-def _sigmoid(x: np.ndarray | float) -> np.ndarray | float:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 def _categorical(rng: np.random.Generator, probs: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """One draw per row index from ``probs[rows]`` (rows of a (R, K) matrix, zero-padded)."""
     cum = np.cumsum(probs, axis=1)
@@ -801,7 +802,10 @@ def _sigma(sigmas: list[float], depth: int) -> float:
 
 
 class _Generator:
-    """One pass over the generative story; every stage draws from its own child Generator."""
+    """One pass over the generative story; every stage draws from its own child Generator.
+
+    Prefixes say what an attribute belongs to: ``r_*`` are the stages' random streams,
+    ``m_*`` the messages' arrays, ``q_*`` the questions', ``reading_*`` the reading rows'."""
 
     def __init__(self, config: WorldConfig):
         self.cfg = config
@@ -885,7 +889,7 @@ class _Generator:
                 node_set.add(tuple(layers[:d]))
         nodes = sorted(node_set, key=lambda t: (len(t), "/".join(t)))
         sigmas = cfg.sources.sigma_by_depth
-        root = _logit(cfg.sources.root_trust)
+        root = logit(cfg.sources.root_trust)
         self.node_logit: dict[str, float] = {}
         self.node_depth: dict[str, int] = {}
         for node in nodes:
@@ -893,7 +897,7 @@ class _Generator:
             parent = self.node_logit["/".join(node[:-1])] if len(node) > 1 else root
             eps = rng.standard_normal()  # drawn for pinned nodes too, so pinning one leaves the rest unchanged
             pinned = cfg.sources.trust.get(path)
-            self.node_logit[path] = _logit(pinned) if pinned is not None else parent + _sigma(sigmas, len(node)) * eps
+            self.node_logit[path] = float(logit(pinned)) if pinned is not None else parent + _sigma(sigmas, len(node)) * eps
             self.node_depth[path] = len(node)
         # leaves
         ids: list[str] = []
@@ -943,7 +947,7 @@ class _Generator:
                     weights[k, g] = group.share
         self.kind_group_weights = weights
         stated = rng.random(len(ids)) < cfg.sources.stated_trust_share
-        noisy = _sigmoid(self.source_logit + cfg.sources.stated_trust_noise * rng.standard_normal(len(ids)))
+        noisy = sigmoid(self.source_logit + cfg.sources.stated_trust_noise * rng.standard_normal(len(ids)))
         self.stated_trust = {
             ids[i]: round(float(noisy[i]), 3)
             for i in np.flatnonzero(stated & ~self.group_assistant[self.source_group]).tolist()
@@ -971,12 +975,12 @@ class _Generator:
             members = np.flatnonzero(self.source_group == g)
             hit = members[rng.random(len(members)) < group.compromised.share]
             self.compromised_from[hit] = group.compromised.day * SECONDS_PER_DAY
-            self.compromised_logit[hit] = _logit(group.compromised.trust)
+            self.compromised_logit[hit] = logit(group.compromised.trust)
 
     def alpha_at(self, leaf: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Reliability of each (source, time): its α, or its compromised trust once compromised."""
         late = t >= self.compromised_from[leaf]
-        return _sigmoid(np.where(late, self.compromised_logit[leaf], self.source_logit[leaf]))
+        return sigmoid(np.where(late, self.compromised_logit[leaf], self.source_logit[leaf]))
 
     def pick_leaves(self, rng: np.random.Generator, groups: np.ndarray, persons: np.ndarray) -> np.ndarray:
         leaves = np.zeros(groups.shape[0], dtype=np.int64)
@@ -1080,14 +1084,14 @@ class _Generator:
         u_x = rng.beta(*cfg.reading.cross_unclear, size=rows.size)
         extra = self.read(rng, other_q, self.m_t[rows], alpha[rows], u_x, self.m_o[rows], self.m_reader[rows],
                           leaf=self.m_leaf[rows])
-        self.r_msg = np.concatenate([np.arange(n), rows])
-        self.r_q = np.concatenate([self.m_q, other_q])
-        self.r_role = np.concatenate([np.full(n, "main", dtype=object), np.full(rows.size, "cross", dtype=object)])
-        self.r_u = np.concatenate([self.m_u, u_x])
-        self.r_o = np.concatenate([self.m_o, self.m_o[rows]])
-        self.r_alpha = np.concatenate([alpha, alpha[rows]])
+        self.reading_msg = np.concatenate([np.arange(n), rows])
+        self.reading_q = np.concatenate([self.m_q, other_q])
+        self.reading_role = np.concatenate([np.full(n, "main", dtype=object), np.full(rows.size, "cross", dtype=object)])
+        self.reading_u = np.concatenate([self.m_u, u_x])
+        self.reading_o = np.concatenate([self.m_o, self.m_o[rows]])
+        self.reading_alpha = np.concatenate([alpha, alpha[rows]])
         for key in ("truth", "stated", "noise", "probs", "unclear", "unrelated"):
-            setattr(self, f"r_{key}", np.concatenate([main[key], extra[key]]))
+            setattr(self, f"reading_{key}", np.concatenate([main[key], extra[key]]))
 
     # ------------------------------------------------------------------ copies
     def copies(self) -> None:
@@ -1142,7 +1146,7 @@ class _Generator:
         closer = rng.integers(0, len(_CLOSERS), size=n).tolist()
         use_full = (rng.random(n) < 0.3).tolist()
         main_rows = order  # main reading row of message m is row m
-        stated = self.r_stated[main_rows].tolist()
+        stated = self.reading_stated[main_rows].tolist()
         qs = self.m_q[order].tolist()
         u = self.m_u[order].tolist()
         o = self.m_o[order].tolist()
@@ -1204,14 +1208,14 @@ class _Generator:
         texts = self.texts(np.arange(n_orig))
 
         # reading rows: each original's rows, plus a copy of them for every copy
-        rows_of = np.argsort(self.r_msg, kind="stable")
-        row_bounds = np.searchsorted(self.r_msg[rows_of], np.arange(n_orig + 1))
+        rows_of = np.argsort(self.reading_msg, kind="stable")
+        row_bounds = np.searchsorted(self.reading_msg[rows_of], np.arange(n_orig + 1))
         copy_rows = [rows_of[row_bounds[o]:row_bounds[o + 1]] for o in self.c_orig.tolist()]
         copy_row_src = np.concatenate(copy_rows) if copy_rows else np.zeros(0, dtype=np.int64)
         copy_row_msg = np.repeat(n_orig + np.arange(n_copy), [len(r) for r in copy_rows]).astype(np.int64)
-        row_src = np.concatenate([np.arange(self.r_msg.size), copy_row_src])  # which generated row's content
-        row_msg = np.concatenate([self.r_msg, copy_row_msg])  # stream message (0..n_orig+n_copy)
-        role = np.concatenate([self.r_role, np.full(copy_row_src.size, "copy", dtype=object)])
+        row_src = np.concatenate([np.arange(self.reading_msg.size), copy_row_src])  # which generated row's content
+        row_msg = np.concatenate([self.reading_msg, copy_row_msg])  # stream message (0..n_orig+n_copy)
+        role = np.concatenate([self.reading_role, np.full(copy_row_src.size, "copy", dtype=object)])
         row_order = np.lexsort((role != "main", position[row_msg]))
         row_src, row_msg, role = row_src[row_order], row_msg[row_order], role[row_order]
 
@@ -1232,13 +1236,13 @@ class _Generator:
         sorted_orig = all_orig[order].tolist()
         sorted_fwd = fwd[order].tolist()
         row_bounds_stream = np.searchsorted(position[row_msg], np.arange(order.size + 1))
-        probs_rows = self.r_probs[row_src]
+        probs_rows = self.reading_probs[row_src]
         probs_list = probs_rows.tolist()
-        unclear = self.r_unclear[row_src].tolist()
-        unrelated = self.r_unrelated[row_src].tolist()
-        one_off = self.r_o[row_src].tolist()
-        row_q = self.r_q[row_src].tolist()
-        row_reader = self.m_reader[self.r_msg[row_src]].tolist()
+        unclear = self.reading_unclear[row_src].tolist()
+        unrelated = self.reading_unrelated[row_src].tolist()
+        one_off = self.reading_o[row_src].tolist()
+        row_q = self.reading_q[row_src].tolist()
+        row_reader = self.m_reader[self.reading_msg[row_src]].tolist()
         reader_names = [r.name for r in cfg.readers]
         reader_versions = [r.version for r in cfg.readers]
         q_options = [cfg.kinds[k].options for k in self.q_kind.tolist()]
@@ -1342,8 +1346,8 @@ class _Generator:
         bounds = np.concatenate([self.ev_start, [self.ev_q.size]])
         change_times = {qid: self.ev_t[bounds[q]:bounds[q + 1]] / SECONDS_PER_DAY for q, qid in enumerate(self.q_ids)}
         change_values = {qid: self.ev_val[bounds[q]:bounds[q + 1]].copy() for q, qid in enumerate(self.q_ids)}
-        node_trust = {node: float(_sigmoid(x)) for node, x in self.node_logit.items()}
-        node_trust.update({p: float(_sigmoid(x)) for p, x in zip(self.source_paths, self.source_logit.tolist())})
+        node_trust = {node: float(sigmoid(x)) for node, x in self.node_logit.items()}
+        node_trust.update({p: float(sigmoid(x)) for p, x in zip(self.source_paths, self.source_logit.tolist())})
         node_logit = dict(self.node_logit)
         node_logit.update(dict(zip(self.source_paths, self.source_logit.tolist())))
         node_depth = dict(self.node_depth)
@@ -1356,12 +1360,12 @@ class _Generator:
                 key = "/".join(parts[:d])
                 node_messages[key] = node_messages.get(key, 0) + count
         reader_names = np.array([r.name for r in cfg.readers], dtype=object)
-        msg_of_row = self.r_msg[row_src]
+        msg_of_row = self.reading_msg[row_src]
         leaf = all_src[row_msg]
-        n_q_opts = self.q_k[self.r_q[row_src]]
+        n_q_opts = self.q_k[self.reading_q[row_src]]
         readings = ReadingTruth(
             message=np.array(world_ids, dtype=object)[position[row_msg]],
-            question=np.array(self.q_ids, dtype=object)[self.r_q[row_src]],
+            question=np.array(self.q_ids, dtype=object)[self.reading_q[row_src]],
             source=np.array(self.source_ids, dtype=object)[leaf],
             path=np.array(self.source_paths, dtype=object)[leaf],
             day=all_t[row_msg] / SECONDS_PER_DAY,
@@ -1369,12 +1373,12 @@ class _Generator:
             assistant=self.group_assistant[self.source_group[leaf]],
             n_options=n_q_opts,
             reader=reader_names[self.m_reader[msg_of_row]],
-            answer=self.answer(self.r_q[row_src], all_t[row_msg]),  # a copy: the truth when it was forwarded
-            stated=self.r_stated[row_src],
-            noise=self.r_noise[row_src],
-            u=self.r_u[row_src],
-            o=self.r_o[row_src],
-            alpha=self.r_alpha[row_src],
+            answer=self.answer(self.reading_q[row_src], all_t[row_msg]),  # a copy: the truth when it was forwarded
+            stated=self.reading_stated[row_src],
+            noise=self.reading_noise[row_src],
+            u=self.reading_u[row_src],
+            o=self.reading_o[row_src],
+            alpha=self.reading_alpha[row_src],
         )
         return WorldTruth(
             start=self.start,
@@ -1402,7 +1406,7 @@ class _Generator:
                                             for k, kind in enumerate(cfg.kinds)}
                        for i in np.flatnonzero(self.source_bias > 0).tolist()},
             compromised={self.source_ids[i]: (float(self.compromised_from[i] / SECONDS_PER_DAY),
-                                              float(_sigmoid(self.compromised_logit[i])))
+                                              float(sigmoid(self.compromised_logit[i])))
                          for i in np.flatnonzero(np.isfinite(self.compromised_from)).tolist()},
         )
 

@@ -34,7 +34,7 @@ def bias_statistic(evidence: Evidence, structure: ModelStructure, document: dict
     derived = derived_from_document(structure, {**document, "confusion": {}})
     result, stream = filter_evidence(evidence, structure, derived)
     reading = ~stream.is_settlement
-    r_t = tempered_readings(stream, structure, derived)[reading]
+    tempered = tempered_readings(stream, structure, derived)[reading]
     b = result.predictive[reading]
     k = structure.question_k[stream.q[reading]].astype(np.float64)[:, None]
     valid = np.arange(b.shape[1])[None, :] < k
@@ -47,9 +47,9 @@ def bias_statistic(evidence: Evidence, structure: ModelStructure, document: dict
     keys, group, counts = np.unique(key, return_inverse=True, return_counts=True)
     observed_sum = np.zeros((len(keys), b.shape[1]))
     expected_sum = np.zeros_like(observed_sum)
-    joint = np.where(valid, r_t * expected, 0.0)
+    joint = np.where(valid, tempered * expected, 0.0)
     total = joint.sum(axis=1, keepdims=True)
-    stated = np.where(total > 0, joint / np.where(total > 0, total, 1.0), r_t)
+    stated = np.where(total > 0, joint / np.where(total > 0, total, 1.0), tempered)
     np.add.at(observed_sum, group, stated)
     np.add.at(expected_sum, group, expected)
     enough = counts >= min_readings

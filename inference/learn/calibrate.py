@@ -1,4 +1,4 @@
-"""Output calibration (DESIGN §4.3): is a stated 0.8 right 80% of the time, and a map that makes it so.
+"""Output calibration (docs/design.md §4.3): is a stated 0.8 right 80% of the time, and a map that makes it so.
 
 Inputs are *time-ordered out-of-sample* predictions: for each settlement, the belief the
 scorer would have given just before it was settled, from the evidence up to then
@@ -27,8 +27,9 @@ temperature+floor and isotonic by cross-validation.
 
 The method is chosen by cross-validated log-loss among none / temperature / isotonic,
 and the "after" figures reported are the cross-validated ones, not the fit's own.
-Metrics: ECE with 15 equal-mass bins of the top probability, Brier score (summed over
-options), log-loss (nats), accuracy. numpy and matplotlib only.
+Metrics (inference/learn/metrics.py, the bench's too): ECE with 15 equal-mass bins of the
+top probability, Brier score (summed over options), log-loss (nats, floored at 1e-6),
+accuracy. numpy and matplotlib only.
 """
 
 from __future__ import annotations
@@ -38,63 +39,11 @@ from typing import Any
 
 import numpy as np
 
+from doxa.inference.learn.metrics import N_BINS, calibration_metrics, log_loss, reliability_table, top_answer
 from doxa.inference.read.scorer import apply_calibration as _scorer_apply
 
-N_BINS = 15
 ISOTONIC_MIN_POINTS = 300
 MIN_POINTS = 20  # below this, no map: too few settlements to say anything
-_EPS = 1e-12
-
-
-# ---------------------------------------------------------------------------- metrics
-def _top(probs: np.ndarray, answer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    top = probs.argmax(axis=1)
-    return probs[np.arange(len(probs)), top], (top == answer).astype(np.float64)
-
-
-def reliability_table(probs: np.ndarray, answer: np.ndarray, n_bins: int = N_BINS) -> list[dict[str, float]]:
-    """Equal-mass bins of the top probability: count, mean confidence, accuracy."""
-    conf, correct = _top(probs, answer)
-    if len(conf) == 0:
-        return []
-    order = np.argsort(conf, kind="stable")
-    rows = []
-    for chunk in np.array_split(order, min(n_bins, len(order))):
-        rows.append({"n": int(len(chunk)), "lo": float(conf[chunk].min()), "hi": float(conf[chunk].max()),
-                     "confidence": float(conf[chunk].mean()), "accuracy": float(correct[chunk].mean())})
-    return rows
-
-
-def expected_calibration_error(probs: np.ndarray, answer: np.ndarray, n_bins: int = N_BINS) -> float:
-    table = reliability_table(probs, answer, n_bins)
-    total = sum(r["n"] for r in table)
-    if total == 0:
-        return float("nan")
-    return float(sum(r["n"] * abs(r["confidence"] - r["accuracy"]) for r in table) / total)
-
-
-def brier_score(probs: np.ndarray, answer: np.ndarray) -> float:
-    onehot = np.zeros_like(probs)
-    onehot[np.arange(len(probs)), answer] = 1.0
-    return float(((probs - onehot) ** 2).sum(axis=1).mean()) if len(probs) else float("nan")
-
-
-def log_loss(probs: np.ndarray, answer: np.ndarray) -> float:
-    if len(probs) == 0:
-        return float("nan")
-    return float(-np.log(np.clip(probs[np.arange(len(probs)), answer], _EPS, 1.0)).mean())
-
-
-def metrics(probs: np.ndarray, answer: np.ndarray) -> dict[str, float]:
-    conf, correct = _top(probs, answer)
-    return {
-        "n": int(len(probs)),
-        "accuracy": float(correct.mean()) if len(probs) else float("nan"),
-        "mean_confidence": float(conf.mean()) if len(probs) else float("nan"),
-        "ece": expected_calibration_error(probs, answer),
-        "brier": brier_score(probs, answer),
-        "log_loss": log_loss(probs, answer),
-    }
 
 
 # ---------------------------------------------------------------------------- maps
@@ -160,7 +109,7 @@ def fit_isotonic(probs: np.ndarray, answer: np.ndarray) -> tuple[list[float], li
     is smoothed by one pseudo-count toward its mean confidence, so a small block of
     hits never maps to exactly 1 (which would make one miss cost infinite log-loss).
     """
-    conf, correct = _top(probs, answer)
+    conf, correct = top_answer(probs, answer)
     order = np.argsort(conf, kind="stable")
     conf, correct = conf[order], correct[order]
     sums: list[float] = []
@@ -217,7 +166,7 @@ class OutputCalibration:
         answer = np.asarray(answer, dtype=np.int64)
         n = len(answer)
         self.n_ = n
-        self.before_ = metrics(probs, answer)
+        self.before_ = calibration_metrics(probs, answer)
         self.table_before_ = reliability_table(probs, answer)
         floor_ok = self.allow_floor
         if n < MIN_POINTS:
@@ -245,7 +194,7 @@ class OutputCalibration:
         self.method_ = min(candidates, key=lambda m: self.cv_log_loss_[m])
         self.map_ = fit_map(self.method_, probs, answer)
         self.cv_probs_ = cv[self.method_]
-        self.after_ = metrics(self.cv_probs_, answer)
+        self.after_ = calibration_metrics(self.cv_probs_, answer)
         self.table_after_ = reliability_table(self.cv_probs_, answer)
         return self
 

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from doxa.inference.read import params as P
+from doxa.inference.read.params import (confusion_for_source, default_params, kind_change_rate, kind_prior,
+                                        reader_temperature, trust_for_source, with_defaults)
 from doxa.model.likelihood import Derived
+from doxa.model.logistic import sigmoid
 from doxa.model.structure import ModelStructure
 
 
@@ -58,7 +60,7 @@ def document_from_values(structure: ModelStructure, *, trust: np.ndarray, confus
                          ) -> dict[str, Any]:
     """A parameter document from one value per parameter (posterior means, or a test's point)."""
     s = structure
-    doc = P.default_params()
+    doc = default_params()
     doc.pop("version")
     n_msgs = s.node_messages
     doc["trust"] = {path: {"mean": float(trust[i]), "lo": float(trust[i]), "hi": float(trust[i]),
@@ -90,19 +92,19 @@ def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=
     Trust and confusion are looked up per node of *this* structure with the scorer's
     rules (deepest fitted node; confusion only where the document has one).
     """
-    doc = P.with_defaults(doc)
+    doc = with_defaults(doc)
     s = structure
     alpha = np.empty(s.n_nodes)
     for i, path in enumerate(s.tree.paths.tolist()):
         stated = s.stated_logit[i]
-        stated_p = None if np.isnan(stated) else float(1 / (1 + np.exp(-stated)))
-        alpha[i], _ = P.trust_for_source(doc, path, stated_p)
+        stated_p = None if np.isnan(stated) else float(sigmoid(stated))
+        alpha[i], _ = trust_for_source(doc, path, stated_p)
     alpha = np.clip(alpha, 1e-12, 1 - 1e-12)
     confusion = {}
     for k, table in s.pairs.items():
         matrices = []
         for node, kind in zip(table.node.tolist(), table.kind.tolist()):
-            matrix, _ = P.confusion_for_source(doc, str(s.tree.paths[node]), str(s.kinds[kind]), k)
+            matrix, _ = confusion_for_source(doc, str(s.tree.paths[node]), str(s.kinds[kind]), k)
             if matrix is None:
                 a = max(alpha[node], 1.0 / k)
                 matrix = np.where(np.eye(k, dtype=bool), a, (1 - a) / max(k - 1, 1))
@@ -111,9 +113,9 @@ def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=
             confusion[k] = torch.as_tensor(np.stack(matrices), dtype=dtype)
     prior_table = {}
     for k in s.group_ks:
-        rows = [P.kind_prior(doc, str(s.kinds[i]), s.kind_options[i]) for i in s.kinds_with_k(k)]
+        rows = [kind_prior(doc, str(s.kinds[i]), s.kind_options[i]) for i in s.kinds_with_k(k)]
         prior_table[k] = torch.as_tensor(np.vstack(rows + [np.full(k, 1.0 / k)]), dtype=dtype)
-    rate = torch.as_tensor([P.kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
-    tau = torch.as_tensor([P.reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
+    rate = torch.as_tensor([kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
+    tau = torch.as_tensor([reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
     return Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
                    confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)

@@ -1,4 +1,4 @@
-"""Stochastic variational inference for the belief model (DESIGN §4.2).
+"""Stochastic variational inference for the belief model (docs/design.md §4.2).
 
 :class:`BeliefFit` fits :func:`doxa.model.belief_model.belief_model` to an
 :class:`~doxa.data.evidence.Evidence` and turns the posterior into the parameter
@@ -57,7 +57,7 @@ class _Run:
 class BeliefFit:
     """Hierarchical source trust, base rates, change rates and reader temperature by SVI.
 
-    The model is the hidden-Markov story of DESIGN §2 (see :mod:`doxa.model.belief_model`):
+    The model is the hidden-Markov story of docs/design.md §2 (see :mod:`doxa.model.belief_model`):
     the answer of each question is marginalised exactly by the forward algorithm, so
     every latent is global and an unbiased ELBO can subsample questions (Hoffman et al.
     2013, "Stochastic variational inference"); a step sees about ``events_per_step``
@@ -298,8 +298,6 @@ class BeliefFit:
 
     # ------------------------------------------------------------------ posterior
     def _draws(self, structure, chains, confusion, guide) -> dict[str, np.ndarray]:
-        model = self._model(structure, chains, confusion)
-        del model
         out: dict[str, list] = {}
         with torch.no_grad(), _fast_pyro():
             for _ in range(self.n_draws):

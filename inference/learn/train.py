@@ -1,4 +1,4 @@
-"""The nightly job (DESIGN §4): load → fit → calibrate → publish, atomically.
+"""The nightly job (docs/design.md §4): load → fit → calibrate → publish, atomically.
 
 1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
 2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`); with
@@ -30,6 +30,7 @@ from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.choice import choose_form
 from doxa.inference.learn.fit import BeliefFit, FitDiverged, NothingToFit
 from doxa.inference.learn.predictions import SettlementPredictions, predict_settlements
+from doxa.model import logistic
 
 #: Above this many settlements, one more settlement moves the global parameters so
 #: little that in-sample predictions are as good as held-out ones: skip the refits.
@@ -110,8 +111,7 @@ def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: in
     moved: list[dict[str, Any]] = []
 
     def logit(p: float) -> float:
-        p = min(max(p, 1e-6), 1 - 1e-6)
-        return math.log(p / (1 - p))
+        return float(logistic.logit(min(max(p, 1e-6), 1 - 1e-6)))
 
     before_trust = previous.get("trust", {})
     for node, entry in current.get("trust", {}).items():

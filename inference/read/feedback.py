@@ -1,10 +1,10 @@
 """Feedback that becomes settled fact, and the beliefs worth asking about.
 
-An agent learns what is true from three kinds of settlement (DESIGN §4): the user
+An agent learns what is true from three kinds of settlement (docs/design.md §4): the user
 *corrected* it, the user *approved* what it proposed, or the world showed it (an
 *outcome*: the parcel arrived, the email bounced). The user may also *reject* an answer
 (it reads 0 from then on) or give an *instruction* (a directive: never a belief, never
-evidence). Each verb here builds the record of FORMATS.md and writes it through the one
+evidence). Each verb here builds the record of docs/formats.md and writes it through the one
 ingest path (:meth:`doxa.data.store.Store.ingest_records`): the same validation, the same
 messages, all or nothing.
 
@@ -68,7 +68,7 @@ class Feedback:
 
     verb: str
     recorded: bool  # false: the same fact was already stored, nothing was written
-    record: dict[str, Any]  # the FORMATS.md record as stored
+    record: dict[str, Any]  # the docs/formats.md record as stored
     before: dict[str, Any] | None = None  # the belief at ``at`` without this feedback
     after: dict[str, Any] | None = None  # ... and with it
     message: str = ""
@@ -98,7 +98,9 @@ def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def _moment(at: datetime | str | None) -> datetime | None:
+def moment_of(at: datetime | str | None, error: type[StoreError] = FeedbackError) -> datetime | None:
+    """An ``at`` argument as a datetime (None stays None: now); a string that is no time is
+    refused with ``error``, naming the field. The verbs here and the agent's tools share it."""
     if at is None or isinstance(at, datetime):
         return at
     from doxa.data.times import parse_time
@@ -106,7 +108,7 @@ def _moment(at: datetime | str | None) -> datetime | None:
     try:
         return parse_time(at)
     except ValueError as err:
-        raise FeedbackError(f"at: {err}") from None
+        raise error(f"at: {err}") from None
 
 
 def _write(memory: "Memory", record: dict[str, Any]) -> dict[str, int]:
@@ -141,7 +143,7 @@ def settle(memory: "Memory", verb: str, question: str, answer: str | None, *, at
            by: str = "user", note: str | None = None) -> Feedback:
     """Record that ``question``'s answer is ``answer`` (``verb``: correct, approve or outcome)."""
     how = SETTLING[verb]
-    given_at = _moment(at)
+    given_at = moment_of(at)
     moment = given_at or _now()
     probe = {"type": "settlement", "question": question, "answer": answer or "?", "at": moment.isoformat(),
              "how": how, "by": by}
@@ -178,7 +180,7 @@ def settle(memory: "Memory", verb: str, question: str, answer: str | None, *, at
 def reject(memory: "Memory", question: str, answer: str, *, at: datetime | str | None = None,
            by: str = "user") -> Feedback:
     """The user says ``answer`` is not it: the answer reads 0 from ``at`` on."""
-    given_at = _moment(at)
+    given_at = moment_of(at)
     moment = given_at or _now()
     record = {"type": "rejection", "question": question, "answer": answer, "at": moment.isoformat(), "by": by}
     before = _belief_now(memory, question, moment)
@@ -206,7 +208,7 @@ def instruction_id(subject: str | None, text: str) -> str:
 def instruct(memory: "Memory", subject: str | None, text: str, *, at: datetime | str | None = None,
              by: str = "user", rests_on: dict[str, str] | None = None) -> Feedback:
     """A directive from the user about ``subject``; ``rests_on`` names the belief it presumes."""
-    moment = _moment(at) or _now()
+    moment = moment_of(at) or _now()
     record: dict[str, Any] = {"type": "instruction", "id": instruction_id(subject, text), "subject": subject,
                               "text": text, "at": moment.isoformat(), "by": by}
     if rests_on is not None:

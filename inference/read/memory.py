@@ -24,7 +24,7 @@ import numpy as np
 from doxa.data.store import SMALL_LOG, Store, StoreError, from_days, to_days
 
 from . import feedback
-from . import params as P
+from .params import default_params, trust_for_source, with_defaults
 from . import scorer
 
 DEFAULT_ACT_AT = 0.8
@@ -71,7 +71,7 @@ class Belief:
 
 @dataclass
 class EvidenceTerm:
-    """One evidence unit's contribution to a belief (DESIGN §3, 'explained term by term')."""
+    """One evidence unit's contribution to a belief (docs/design.md §3, "Explanations")."""
 
     message: str
     sent_at: str
@@ -237,7 +237,10 @@ class Memory:
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
         version, body = self.store.latest_params()
-        return P.with_defaults(body) if body is not None else P.default_params()
+        if body is None:
+            return default_params()
+        return with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
+                                     "a new one)")
 
     # ---------------------------------------------------------------- beliefs
     def _score(self, question_ids: list[str] | None, at: datetime | None, with_messages: bool = False,
@@ -345,7 +348,7 @@ class Memory:
             else:
                 llr = weight = None
                 stated = item["stated_trust"]
-                alpha, node = P.trust_for_source(params, item["path"], stated)
+                alpha, node = trust_for_source(params, item["path"], stated)
             terms.append(EvidenceTerm(
                 message=item["message"], sent_at=item["sent_at"].isoformat(), text=item["text"],
                 source=item["source"], source_path=item["path"], trust=alpha, trust_from=node,
@@ -362,7 +365,7 @@ class Memory:
         )
 
     # ---------------------------------------------------------------- feedback (settled facts)
-    # Each verb writes one FORMATS.md record through :meth:`ingest` and is idempotent; see
+    # Each verb writes one docs/formats.md record through :meth:`ingest` and is idempotent; see
     # doxa.inference.read.feedback for what is recorded and how a repeat is recognised.
     def correct(self, question: str, answer: str, *, at: datetime | str | None = None,
                 by: str = "user") -> feedback.Feedback:

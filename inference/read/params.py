@@ -1,26 +1,12 @@
 """The published parameter document: what the nightly fit writes and every read uses.
 
-A version is one JSON document in the ``params`` table (``body`` column). Its keys:
-
-``version``            int, set by the store when published.
-``trust``              ``{node_path: {"mean", "lo", "hi", "n"}}`` — reliability ``α`` of each
-                       node of the source tree. A node path is the source's layers joined by
-                       ``/``; a leaf is ``<layers>/<source id>``. A source uses its deepest
-                       node present (leaf, else parent, …), so a source first seen after the
-                       fit starts at its nearest fitted ancestor.
-``confusion``          optional ``{node_path: {kind: [[C[j][c]]]}}`` — a per-node, per-kind
-                       confusion matrix ``C[j, c] = P(message states c | truth j)`` for biased
-                       sources; used in place of ``α`` where present (matched like trust).
-``kinds``              ``{kind: {"options": [...], "prior": [...], "change_rate": λ /day,
-                       "half_life_days": ln2/λ}}``. A question whose options differ from its
-                       kind's uses a uniform prior and the kind's change rate.
-``readers``            ``{reader: {"temperature": τ}}``: ``r̃ ∝ r^(1/τ)``.
-``calibration``        output map: ``{"method": "none"}``, ``{"method": "temperature",
-                       "temperature": T}`` (``p ∝ p^(1/T)``), or ``{"method": "isotonic",
-                       "x": [...], "y": [...]}`` (piecewise-linear map of the top probability).
-``defaults``           ``{"change_rate": λ, "trust_by_top_layer": {...}, "trust": α}`` used where
-                       nothing more specific is known.
-``diagnostics``        free-form fit diagnostics (ELBO trace, steps, seconds, …).
+A version is one JSON document in the ``params`` table (``body`` column), typed and
+versioned by :class:`doxa.data.params_document.ParamsDocument` (its fields are described
+there): the store checks it when it is published, :func:`with_defaults` when it is read
+(``Memory.params`` and the scorer both go through it), and a malformed one is refused with a
+:class:`ParamsDocumentError` naming the field. Here are the lookups the scorer and the fit
+share: a source's trust (its deepest fitted node, else the user's stated trust, else the
+default of its top layer), confusion matrices, base rates, change rates and temperatures.
 
 Until a version is published, :func:`default_params` applies: the user's stated
 ``trust`` for a source where given, else a default by the top layer of its path;
@@ -31,6 +17,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from doxa.data.params_document import FORMAT, ParamsDocument, ParamsDocumentError  # noqa: F401 (the contract's type)
 
 #: Trust by the most general layer when nothing was fitted and the user stated none.
 #: First-hand people are trusted most (a person about themself), the user's own notes
@@ -60,6 +48,7 @@ DEFAULT_CHANGE_RATE = math.log(2.0) / DEFAULT_HALF_LIFE_DAYS
 def default_params() -> dict[str, Any]:
     """The parameter document used before any fit is published."""
     return {
+        "format": FORMAT,
         "version": None,
         "trust": {},
         "confusion": {},
@@ -75,15 +64,29 @@ def default_params() -> dict[str, Any]:
     }
 
 
-def with_defaults(body: dict[str, Any]) -> dict[str, Any]:
-    """Fill keys a published document may omit, so readers never need ``.get`` chains."""
+class CheckedParams(dict):
+    """A document :func:`with_defaults` has checked and filled: passed to it again (Memory
+    hands the scorer what it read), it is not checked twice. Treat it as read-only."""
+
+
+def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str, Any]:
+    """The document checked (:class:`ParamsDocument`), with the keys a published one may omit
+    filled, so readers never need ``.get`` chains. ``context`` begins the message of an error."""
+    if type(body) is CheckedParams:
+        return body
+    try:
+        ParamsDocument.from_dict(body)
+    except ParamsDocumentError as err:
+        version = body.get("version") if isinstance(body, dict) else None
+        raise err.within(context or (f"parameter version {version} is malformed" if version
+                                     else "parameter document is malformed")) from None
     merged = default_params()
     for key, value in body.items():
         if key == "defaults":
             merged["defaults"].update(value or {})
         else:
             merged[key] = value
-    return merged
+    return CheckedParams(merged)
 
 
 def node_chain(path: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The closed-form scorer: the exact posterior of DESIGN §2 under fitted parameters (numpy only).
+"""The closed-form scorer: the exact posterior of docs/design.md §2 under fitted parameters (numpy only).
 
 For question ``q`` (``K`` options, kind ``k``) the belief at time ``T`` is a forward
 filter over its events in time order::
@@ -46,7 +46,7 @@ import numpy as np
 from doxa.data.evidence import Evidence
 from doxa.model.independence import independent_share
 
-from . import params as P
+from .params import confusion_for_source, kind_change_rate, kind_prior, reader_temperature, trust_for_source, with_defaults
 
 _TINY = 1e-300
 
@@ -97,8 +97,8 @@ def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndar
     group_rate = np.zeros(len(first))
     for g, i in enumerate(first.tolist()):
         k = int(qt.n_options[i])
-        group_prior[g, :k] = P.kind_prior(params, str(qt.kinds[i]), qt.options[i])
-        group_rate[g] = P.kind_change_rate(params, str(qt.kinds[i]))
+        group_prior[g, :k] = kind_prior(params, str(qt.kinds[i]), qt.options[i])
+        group_rate[g] = kind_change_rate(params, str(qt.kinds[i]))
     return np.take(group_prior, group, axis=0), np.take(group_rate, group)
 
 
@@ -108,7 +108,7 @@ def source_trust(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray
     alpha = np.empty(len(src.ids))
     where = np.empty(len(src.ids), dtype=object)
     for s, (path, stated) in enumerate(zip(src.paths.tolist(), src.trust.tolist())):
-        alpha[s], where[s] = P.trust_for_source(params, path, None if math.isnan(stated) else stated)
+        alpha[s], where[s] = trust_for_source(params, path, None if math.isnan(stated) else stated)
     return alpha, where
 
 
@@ -116,7 +116,7 @@ def tempered_reading(evidence: Evidence, params: dict[str, Any]) -> np.ndarray:
     """r̃ (N, K_max): reader probabilities over the options, renormalised and tempered."""
     k = evidence.questions.n_options[evidence.q]
     mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
-    tau = np.array([P.reader_temperature(params, str(r)) for r in evidence.readers.tolist()])
+    tau = np.array([reader_temperature(params, str(r)) for r in evidence.readers.tolist()])
     inv_tau = (1.0 / tau[evidence.reader_index])[:, None] if len(tau) else np.ones((0, 1))
     r = np.where(mask, evidence.probs, 0.0)
     total = r.sum(axis=1, keepdims=True)
@@ -139,14 +139,14 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
     n, k_max = evidence.probs.shape
     k = evidence.questions.n_options[evidence.q].astype(np.float64)
     mask = np.arange(k_max)[None, :] < k[:, None]
-    r_t = tempered_reading(evidence, params)
+    tempered = tempered_reading(evidence, params)
     alpha = alpha_src[evidence.source_index] if n else np.zeros(0)
     alpha = np.maximum(alpha, 1.0 / np.maximum(k, 1.0))  # below chance is noise, not contrarian
     kk = k[:, None]
-    bracket = alpha[:, None] * r_t + (1.0 - alpha[:, None]) * (1.0 - r_t) / np.maximum(kk - 1.0, 1.0)
+    bracket = alpha[:, None] * tempered + (1.0 - alpha[:, None]) * (1.0 - tempered) / np.maximum(kk - 1.0, 1.0)
     trust_used = alpha.copy()
     if params.get("confusion") and n:
-        bracket, used = _apply_confusion(evidence, params, r_t, bracket)
+        bracket, used = _apply_confusion(evidence, params, tempered, bracket)
         trust_used[used] = np.nan
     u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)[:, None]
     o = np.clip(evidence.one_off, 0.0, 1.0)[:, None]
@@ -156,7 +156,7 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
     return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where)
 
 
-def _apply_confusion(evidence: Evidence, params, r_t, bracket):
+def _apply_confusion(evidence: Evidence, params, tempered, bracket):
     """Replace the bracket by r̃ Cᵀ for readings whose (source node, kind) has a fitted matrix."""
     qt = evidence.questions
     kinds = qt.kinds[evidence.q]
@@ -166,11 +166,11 @@ def _apply_confusion(evidence: Evidence, params, r_t, bracket):
         s = int(s_str)
         rows = (evidence.source_index == s) & (kinds == kind)
         k = int(qt.n_options[evidence.q[rows][0]])
-        matrix, _node = P.confusion_for_source(params, str(evidence.sources.paths[s]), kind, k)
+        matrix, _node = confusion_for_source(params, str(evidence.sources.paths[s]), kind, k)
         if matrix is None:
             continue
         c = np.asarray(matrix, dtype=np.float64)
-        bracket[np.ix_(rows, np.arange(k))] = r_t[rows, :k] @ c.T
+        bracket[np.ix_(rows, np.arange(k))] = tempered[rows, :k] @ c.T
         used |= rows
     return bracket, used
 
@@ -275,7 +275,7 @@ def apply_rejections(evidence: Evidence, belief: np.ndarray) -> np.ndarray:
 
 
 def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.ndarray:
-    """The output calibration map fitted nightly (DESIGN §4.3)."""
+    """The output calibration map fitted nightly (docs/design.md §4.3)."""
     method = (calibration or {}).get("method", "none")
     if method == "none" or belief.size == 0:
         return belief
@@ -312,7 +312,7 @@ def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.nda
 def score(evidence: Evidence, params: dict[str, Any], at: float | None = None, *, calibrate: bool = True,
           inputs: ModelInputs | None = None) -> Beliefs:
     """Beliefs of every question in ``evidence`` at time ``at`` (days; default: evidence.at or latest)."""
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     inputs = inputs or model_inputs(evidence, params)
     if at is None:
         at = evidence.at
