@@ -292,19 +292,19 @@ def test_a_planted_source_repeating_itself_is_one_source(mem, rec):
     cap = 3
 
     def batch(ids):
-        return BN.PlantedBatch(
+        return harness.PlantedBatch(
             question=np.array([0]), wrong=np.array([2]), t=np.full((1, cap), to_days(datetime(2026, 2, 1))),
             probs=np.tile([0.0, 0.0, 1.0], (1, cap, 1)), unclear=np.zeros((1, cap)), unrelated=np.zeros((1, cap)),
             one_off=np.zeros((1, cap)), source_ids=np.array([ids], dtype=object),
             source_paths=np.array([[f"web/forum/{i}" for i in ids]], dtype=object), reader="reader-1")
 
-    many, _ = BN.with_planted(ev, batch([f"p{i}" for i in range(cap)]))
-    one, pseudo = BN.with_planted(ev, batch(["p0"] * cap))
+    many, _ = harness.with_planted(ev, batch([f"p{i}" for i in range(cap)]))
+    one, pseudo = harness.with_planted(ev, batch(["p0"] * cap))
     n_base = len(ev.sources.ids)
     assert many.sources.readings[n_base:].tolist() == [1, 1, 1]
     assert one.sources.ids[n_base:].tolist() == ["p0"] and one.sources.readings[n_base:].tolist() == [cap]
     # one source's three identical claims a minute apart move doxa about as far as one claim
-    probs = B.doxa_equal().predict(one, LATER)
+    probs = baselines.doxa_equal().predict(one, LATER)
     before, once, thrice = probs[pseudo[0, 0], 2], probs[pseudo[0, 1], 2], probs[pseudo[0, 3], 2]
     assert once - before > 0.2 and abs(thrice - once) < 0.01
 

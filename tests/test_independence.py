@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from doxa.data.store import Store
-from doxa.inference.read import scorer
+from doxa.inference.read import params, scorer
 from doxa.model.independence import BURST_DAYS, FRESH_READINGS, independent_share
 
 PARAMS = {"trust": {"friend": {"mean": 0.8, "lo": 0.8, "hi": 0.8, "n": 100}}}
@@ -99,7 +99,7 @@ def test_the_models_filter_reads_the_campaign_as_the_scorer_does():
     store = Store.memory()
     store.ingest_records(records)
     evidence = store.load_evidence(None)
-    doc = scorer.P.with_defaults(PARAMS)
+    doc = params.with_defaults(PARAMS)
     structure = ModelStructure.from_evidence(evidence)
     result, _ = filter_evidence(evidence, structure, derived_from_document(structure, doc, torch.float64))
     ours = scorer.apply_rejections(evidence, result.belief)
