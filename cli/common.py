@@ -124,9 +124,22 @@ def open_memory(db: Optional[str], *, must_exist: bool = True):
 
     path = db or default_db_path()
     try:
-        return Memory(Store.open(path, create=not must_exist))
+        # the store is checked at its first use (inside the command's own read or write), so a
+        # command opens the file once
+        memory = Memory(Store.open(path, create=not must_exist, check=not must_exist))
     except StoreError as err:
         fail(str(err))
+    _close_with_the_command(memory)
+    return memory
+
+
+def _close_with_the_command(memory) -> None:
+    """Let the file go when the command ends, also when a program runs commands in-process (tests, a
+    notebook): anything a command left open on ``Store.con`` is released then, not at interpreter exit."""
+    click_globals = sys.modules.get("typer._click.globals")  # typer's own click; the fast path never loads it
+    context = click_globals.get_current_context(silent=True) if click_globals is not None else None
+    if context is not None:
+        context.call_on_close(memory.close)
 
 
 def memory_at(db: Optional[str], at: Optional[str]):
@@ -141,9 +154,6 @@ def memory_at(db: Optional[str], at: Optional[str]):
 def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:
     """`doxa belief`: shared by the typer command and the start-up fast path."""
     mem, moment = memory_at(db, at)
-    # The read writes one row to `reads`; checkpointing it at exit costs ~0.2 s on a 1M-reading
-    # store. It stays in the write-ahead log (durable) until DuckDB's next checkpoint.
-    mem.store.con.execute("PRAGMA disable_checkpoint_on_shutdown")
     if as_json:
         from doxa.inference.agent import tools
 

@@ -7,6 +7,7 @@ published report (numpy and matplotlib only).
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -50,9 +51,16 @@ def train(
 
     options = {"confusion": confusion, "max_steps": max_steps, "learning_rate": learning_rate,
                "events_per_step": events_per_step}
+
+    def loaded(evidence) -> None:
+        # on standard error, also with --json: a person or a supervisor sees the store is free
+        print(f"loaded {evidence.n_readings} readings and {len(evidence.settle_q)} settlements; fitting "
+              "(the store stays free for reads and ingests until the version is published)",
+              file=sys.stderr, flush=True)
+
     try:
         result = run_train(mem.store, at=moment, fit_options=options, folds=folds, posterior_dir=posterior_dir,
-                           publish=not dry_run, seed=seed, progress=progress and not as_json)
+                           publish=not dry_run, seed=seed, progress=progress and not as_json, on_loaded=loaded)
     except NothingToFit as err:
         fail(str(err))
     except FitDiverged as err:

@@ -117,14 +117,16 @@ def is_demo_store(path: str | Path) -> bool:
     """Whether ``path`` is a DuckDB file that `doxa demo` made (its ``meta`` carries :data:`DEMO_MARK`)."""
     import duckdb
 
+    from .connection import connect
+
     with open(path, "rb") as handle:
         header = handle.read(12)
     # A DuckDB file says DUCK at byte 8; anything else is not ours to open, let alone replace.
     if header[8:12] != b"DUCK":
         return False
     try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as err:
+        con = connect(str(path), read_only=True)
+    except (duckdb.Error, StoreError) as err:
         raise StoreError(f"cannot open {path} to check it is a demo store: {err}") from err
     try:
         row = con.execute("SELECT value FROM meta WHERE key = ?", [DEMO_MARK[0]]).fetchone()
@@ -158,5 +160,6 @@ def open_demo_store(path: str | None = None):
             if wal.exists():
                 wal.unlink()
     store = Store.open(path)
-    store.con.execute("INSERT INTO meta VALUES (?, ?)", list(DEMO_MARK))
+    with store.writing():  # a session of its own: the file is let go again once marked
+        store.con.execute("INSERT INTO meta VALUES (?, ?)", list(DEMO_MARK))
     return store

@@ -62,15 +62,20 @@ _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 _LOCK_PROGRAM = re.compile(r"lock is held in (.+?) \(PID")
 
 
-def lock_held_message(path: str, detail: str) -> str:
-    """What to tell a person whose store another process holds (``detail``: DuckDB's own message)."""
+def lock_held_message(path: str, detail: str, waited: float | None = None) -> str:
+    """What to tell a person whose store another process holds (``detail``: DuckDB's own message;
+    ``waited``: how long doxa waited for it, see doxa.data.connection)."""
     pid = _LOCK_PID.search(detail)
     program = _LOCK_PROGRAM.search(detail)
     holder = f"process {pid.group(1)}" if pid else "another process"
     if program:
         holder += f" ({program.group(1)})"
-    return (f"{path} is in use: {holder} holds its lock. Wait for it to finish (a `doxa train` or a long "
-            f"ingest), or stop it, then run the command again")
+    if waited is None:
+        return (f"{path} is in use: {holder} holds its lock. Wait for it to finish (a `doxa train` or a long "
+                f"ingest), or stop it, then run the command again")
+    return (f"{path} is in use: {holder} holds its lock and kept it for the whole {waited:.1f} s wait. doxa "
+            f"commands hold a store only for moments, so that process is probably another program with the file "
+            f"open (a DuckDB shell, a notebook): close it, or wait longer with DOXA_LOCK_TIMEOUT=<seconds>")
 
 
 def store_open_message(path: str, detail: str) -> str:

@@ -50,6 +50,7 @@ class QuestionTable:
     n_options: np.ndarray  # (Q,) int64
     options_key: np.ndarray  # (Q,) object: kind + options joined; equal keys share priors
     option_group: np.ndarray | None = None  # (Q,) int64: equal numbers, equal options_key (computed if None)
+    id_hash: np.ndarray | None = None  # (Q,) uint64: DuckDB's hash(id), to match rows keyed by question
 
     def option_groups(self) -> tuple[np.ndarray, np.ndarray]:
         """(a representative question of each distinct options_key, each question's group number)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .writer import complete_readings, insert_terms
+from .writer import complete_readings, insert_terms, mark_evidence_changed
 
 if TYPE_CHECKING:
     from .store import Store
@@ -33,7 +33,11 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
     Rows are not validated: use ``doxa ingest`` for anything from outside doxa. With
     ``index_terms``, messages that have no full-text terms yet are indexed afterwards.
     """
-    con = store.con
+    with store.writing():
+        return _insert_arrow(store.con, tables, index_terms)
+
+
+def _insert_arrow(con, tables: dict[str, pa.Table], index_terms: bool) -> dict[str, int]:
     counts = {}
     con.execute("BEGIN")
     try:
@@ -42,6 +46,7 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
         if index_terms and "messages" in tables and "message_terms" not in tables:
             index_missing_terms(con)
         complete_readings(con)
+        mark_evidence_changed(con, [], structure=True)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from .connection import in_read_session
 from .errors import IngestError, Problem
 from .insert import insert_arrow_con
 from .operation_records import OP_TYPES, QuestionMergeRecord, QuestionSplitRecord, UndoRecord
@@ -445,6 +446,7 @@ OPERATION_WRITERS = {type_name: ORGANIZER_WRITER for type_name in OP_TYPES}
 
 
 # ---------------------------------------------------------------------------- reading back
+@in_read_session
 def operations(store: "Store") -> list[dict[str, Any]]:
     """Every organizer operation in the order done: id, op, by, at, undone, and the record."""
     rows = store.con.execute(

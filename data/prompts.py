@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .connection import in_read_session
 from .errors import StoreError
 from .sql import bind
 
@@ -76,6 +77,7 @@ def seed_defaults(con) -> None:
                              [name, built_in_text(name), _utc_now()])).fetchall()
 
 
+@in_read_session
 def current(store: "Store", name: str = ORGANIZER) -> PromptVersion:
     """The prompt's latest version."""
     found = _versions(store.con, name)
@@ -85,6 +87,7 @@ def current(store: "Store", name: str = ORGANIZER) -> PromptVersion:
     return found[-1]
 
 
+@in_read_session
 def get(store: "Store", version: int, name: str = ORGANIZER) -> PromptVersion:
     found = _versions(store.con, name, version)
     if not found:
@@ -93,6 +96,7 @@ def get(store: "Store", version: int, name: str = ORGANIZER) -> PromptVersion:
     return found[0]
 
 
+@in_read_session
 def history(store: "Store", name: str = ORGANIZER) -> list[PromptVersion]:
     return _versions(store.con, name)
 
@@ -102,18 +106,20 @@ def set_text(store: "Store", text: str, *, name: str = ORGANIZER, by: str = "use
     a text equal to the current one adds nothing."""
     if not text.strip():
         raise StoreError(f"the {name} instructions cannot be empty: give the full text")
-    latest = current(store, name)
-    if text == latest.text:
-        return latest, False
-    store.con.execute("BEGIN")
-    try:
-        version = store.con.execute(bind("SELECT max(version) + 1 FROM prompts WHERE name = ?", [name])).fetchone()[0]
-        store.con.execute(bind(f"INSERT INTO prompts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                               [name, int(version), text, _utc_now(), by, note])).fetchall()
-        store.con.execute("COMMIT")
-    except Exception:
-        store.con.execute("ROLLBACK")
-        raise
+    with store.writing():
+        latest = current(store, name)
+        if text == latest.text:
+            return latest, False
+        con = store.con
+        con.execute("BEGIN")
+        try:
+            version = con.execute(bind("SELECT max(version) + 1 FROM prompts WHERE name = ?", [name])).fetchone()[0]
+            con.execute(bind(f"INSERT INTO prompts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                             [name, int(version), text, _utc_now(), by, note])).fetchall()
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
     return current(store, name), True
 
 
@@ -123,12 +129,14 @@ def roll_back(store: "Store", version: int, *, name: str = ORGANIZER, by: str = 
     return set_text(store, old.text, name=name, by=by, note=f"roll back to version {version}")
 
 
+@in_read_session
 def diff(store: "Store", old: int, new: int, name: str = ORGANIZER) -> str:
     a, b = get(store, old, name), get(store, new, name)
     return "".join(difflib.unified_diff(a.text.splitlines(keepends=True), b.text.splitlines(keepends=True),
                                         fromfile=f"{name} v{old}", tofile=f"{name} v{new}"))
 
 
+@in_read_session
 def questions_by_version(store: "Store") -> dict[int, int]:
     """How many questions each instructions version created."""
     rows = store.con.execute("SELECT instructions_version, count(*) FROM questions "
@@ -168,11 +176,13 @@ def mark_remembered(con, rows: Sequence[dict[str, Any]]) -> None:
                    updated_at = excluded.updated_at""", values)).fetchall()
 
 
+@in_read_session
 def remembered_state(store: "Store", message_id: str) -> dict[str, Any] | None:
     rows = pending_messages(store, message_ids=[message_id], status=None)
     return rows[0] if rows else None
 
 
+@in_read_session
 def pending_messages(store: "Store", *, limit: int | None = None, message_ids: list[str] | None = None,
                      status: str | None = PENDING) -> list[dict[str, Any]]:
     """Remembered messages (pending ones by default) with their text and source, oldest first."""
@@ -199,6 +209,7 @@ def pending_messages(store: "Store", *, limit: int | None = None, message_ids: l
     return out
 
 
+@in_read_session
 def count_pending(store: "Store") -> int:
     return int(store.con.execute("SELECT count(*) FROM remembered WHERE status = 'pending'").fetchone()[0])
 

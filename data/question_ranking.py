@@ -7,6 +7,7 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
+from .connection import in_read_session
 from .search import MIN_PREFIX_CHARS, _idf, _normalised_tfs, _saturate, is_variant, words
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ def evidence_term_frequencies(
     return out
 
 
+@in_read_session
 def rank_questions(
     store: "Store",
     terms: list[str],

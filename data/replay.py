@@ -18,7 +18,7 @@ from .insert import insert_arrow
 from .organizer import SETTLEMENT_FACTS, OptionMap, carried_readings, insert_readings
 from .sql import bind
 from .store import Store
-from .writer import complete_readings
+from .writer import complete_readings, mark_evidence_changed
 
 
 #: Tables replay copies as they are: the evidence and everything the user said.
@@ -60,38 +60,8 @@ def replay(
 
     target = Store.open(target_path)
     try:
-        # read each result whole before the next query: a pending result dies with the next execute
-        tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
-        insert_arrow(target, tables, index_terms=False)
-        target.ingest_records(batch)
-
-        old = {r[0]: list(r[1]) for r in source.execute(
-            "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
-        ).fetchall()}
-        carried: dict[str, int] = {}
-        con = target.con
-        con.execute("BEGIN")
-        try:
-            for q in new_questions:
-                src_id = origin[q.id]
-                if src_id not in old:
-                    carried[q.id] = 0
-                    continue
-                omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
-                if omap.empty:
-                    carried[q.id] = 0
-                    continue
-                rows = carried_readings(source.con, src_id, omap, None)
-                insert_readings(con, q.id, rows)
-                carried[q.id] = len(rows)
-                src_q = {"id": src_id}
-                _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
-            _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
-            complete_readings(con)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+        with target.writing(), source.reading():
+            carried, tables = _replay_into(source, target, batch, new_questions, origin)
     except Exception:
         target.close()
         raise
@@ -103,6 +73,44 @@ def replay(
         "unread": [qid for qid, n in carried.items() if n == 0],
     }
     return target, report
+
+
+def _replay_into(source, target, batch, new_questions, origin):
+    """Copy the kept evidence into ``target`` (both stores held for the whole copy)."""
+    # read each result whole before the next query: a pending result dies with the next execute
+    tables = {t: _as_table(source.con.execute(f"SELECT * FROM {t}").arrow()) for t in _COPIED}
+    insert_arrow(target, tables, index_terms=False)
+    target.ingest_records(batch)
+
+    old = {r[0]: list(r[1]) for r in source.execute(
+        "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
+    ).fetchall()}
+    carried: dict[str, int] = {}
+    con = target.con
+    con.execute("BEGIN")
+    try:
+        for q in new_questions:
+            src_id = origin[q.id]
+            if src_id not in old:
+                carried[q.id] = 0
+                continue
+            omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
+            if omap.empty:
+                carried[q.id] = 0
+                continue
+            rows = carried_readings(source.con, src_id, omap, None)
+            insert_readings(con, q.id, rows)
+            carried[q.id] = len(rows)
+            src_q = {"id": src_id}
+            _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
+        _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
+        complete_readings(con)
+        mark_evidence_changed(con, [], structure=True)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return carried, tables
 
 
 def _as_table(arrow) -> pa.Table:

@@ -179,3 +179,31 @@ CREATE TABLE IF NOT EXISTS remembered (
     reader_calls         INTEGER NOT NULL DEFAULT 0,
     updated_at           TIMESTAMP NOT NULL
 );
+
+-- Side files of the read log already folded into `reads` (data/read_log.py): a fold that
+-- crashed after its commit never inserts a file twice. Holds only names of files on disk.
+CREATE TABLE IF NOT EXISTS read_logs (
+    name      VARCHAR PRIMARY KEY,
+    folded_at TIMESTAMP NOT NULL
+);
+
+-- The epoch (meta 'evidence_epoch', one step per write that adds evidence) at which each
+-- question's evidence last changed; meta 'structure_epoch' is the last merge, split or undo.
+CREATE TABLE IF NOT EXISTS evidence_epochs (
+    question VARCHAR PRIMARY KEY,
+    epoch    BIGINT NOT NULL
+);
+
+-- Each question's forward-filter state after its last event (inference/states.py), under one
+-- parameter version (0: the defaults), computed from the evidence as of `epoch`. A row
+-- counts only while params_version is the newest, epoch >= the question's evidence epoch and
+-- epoch >= the structure epoch; last_t is NULL (state = the prior) for a question without events.
+CREATE TABLE IF NOT EXISTS belief_states (
+    question       VARCHAR PRIMARY KEY,
+    params_version INTEGER NOT NULL,
+    epoch          BIGINT NOT NULL,
+    last_t         DOUBLE,
+    state          BLOB NOT NULL,       -- float64 values, one per option, bit for bit
+    n_evidence     INTEGER NOT NULL,
+    n_settled      INTEGER NOT NULL
+);

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .connection import in_read_session
+
 
 if TYPE_CHECKING:
     from .store import Store
@@ -89,6 +91,7 @@ def _join_key(term: str) -> str:
     return f"left({term}, {MIN_PREFIX_CHARS})"
 
 
+@in_read_session
 def tokenize(store: "Store", text: str) -> list[str]:
     """The terms of ``text`` exactly as ingest indexes them (in order, with repeats)."""
     row = store.execute(f"SELECT {_tokens_sql('?')}", [text]).fetchone()
@@ -150,6 +153,7 @@ def _subject_mentions_sql() -> str:
         WHERE q.subject = {subj}"""
 
 
+@in_read_session
 def search_messages(
     store: "Store",
     terms: list[str],

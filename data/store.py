@@ -7,11 +7,13 @@ touches the connection; the scorer and the fit receive numpy arrays
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -20,16 +22,16 @@ import duckdb
 import numpy as np
 
 from . import evidence_sql
-from .errors import IngestError, Problem, StoreError, store_open_message
+from .connection import CONNECT_CONFIG, connect, in_read_session  # noqa: F401 - part of this module's API
+from .errors import IngestError, Problem, StoreError
 from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
 from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
-from .times import from_days, to_days  # noqa: F401 - part of this module's API (__all__)
+from .times import FAR_FUTURE, from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "3"
-#: Up to this many reads are logged with a literal INSERT (no Arrow, so no pandas import).
-SMALL_LOG = 5000
+SCHEMA_VERSION = "4"
+from .read_log import SMALL_LOG  # noqa: E402 - re-exported: up to this many reads are logged as JSON Lines
 
 
 def default_db_path() -> str:
@@ -38,46 +40,6 @@ def default_db_path() -> str:
 
 def _schema_sql() -> str:
     return resources.files("doxa.data").joinpath("schema.sql").read_text()
-
-
-#: Nothing doxa does needs a DuckDB extension; left on, opening a SQLite file as a store
-#: makes DuckDB download one from the network.
-CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB file
-
-
-def _not_a_store(path: str) -> str | None:
-    """Why ``path`` cannot be a doxa store, judged before DuckDB touches it (None: it may be one)."""
-    target = Path(path)
-    if target.is_dir():
-        return f"{path} is a directory, not a doxa store: give the path of a store file, e.g. --db {path}/doxa.duckdb"
-    try:
-        with open(target, "rb") as handle:
-            head = handle.read(16)
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-    except PermissionError:
-        return f"cannot read {path}: permission denied. Check the file's permissions"
-    if not head or head[8:12] == _DUCKDB_MAGIC:
-        return None
-    what = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
-    return f"{path} is not a doxa store ({what}): give the path of a doxa store, or `doxa init --db NEW_PATH`"
-
-
-def connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Every connection doxa makes: extensions never load or install themselves.
-
-    Raises :class:`StoreError` naming the real cause (a directory, not a DuckDB file,
-    a lock another process holds; see :func:`doxa.data.errors.store_open_message`).
-    """
-    if path != ":memory:":
-        reason = _not_a_store(path)
-        if reason is not None:
-            raise StoreError(reason)
-    try:
-        return duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
-    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
-        raise StoreError(store_open_message(path, str(err).removeprefix("IO Error: "))) from err
 
 
 #: schema version → (the next version, SQL that gets there). Version 2 keeps the read log's
@@ -114,50 +76,178 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
         ALTER TABLE instructions ADD COLUMN IF NOT EXISTS given_by VARCHAR DEFAULT 'user';
         ALTER TABLE instructions ALTER COLUMN given_by SET NOT NULL;
     """),
+    # Version 4: reads arrive through side files (data/read_log.py), and each question's
+    # filter state is kept (inference/states.py); see docs/concurrency.md.
+    "3": ("4", """
+        CREATE TABLE IF NOT EXISTS read_logs (name VARCHAR PRIMARY KEY, folded_at TIMESTAMP NOT NULL);
+        CREATE TABLE IF NOT EXISTS evidence_epochs (question VARCHAR PRIMARY KEY, epoch BIGINT NOT NULL);
+        CREATE TABLE IF NOT EXISTS belief_states (question VARCHAR PRIMARY KEY, params_version INTEGER NOT NULL,
+                                    epoch BIGINT NOT NULL, last_t DOUBLE, state BLOB NOT NULL,
+                                    n_evidence INTEGER NOT NULL, n_settled INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('evidence_epoch', '0'), ('structure_epoch', '0') ON CONFLICT DO NOTHING;
+    """),
 }
 
 
-class Store:
-    """An open doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block."""
+def _reads(method):
+    """Run a Store method inside a read session (a no-op when one is already open)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
-        self.con = con
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.reading():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class Store:
+    """A doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block.
+
+    A store on disk holds its DuckDB file only inside a *session*: :meth:`reading` opens it
+    read-only (any number of processes may read at once), :meth:`writing` read-write (one
+    process at a time), each waiting with backoff while another process holds it
+    (:mod:`doxa.data.connection`), and the outermost session closes it again, so a
+    long-lived owner (an application's ``doxa.open``, a server) never locks other processes
+    out between operations. Sessions nest; a write inside a read reopens the file
+    read-write. The public methods below run in a session of their own when none is open.
+    ``con`` outside any session opens the file read-write and keeps it until :meth:`close`
+    or :meth:`release` (for code that drives DuckDB directly). See docs/concurrency.md.
+    A ``:memory:`` store keeps its one connection for its whole life.
+    """
+
+    def __init__(self, path: str, *, read_only: bool = False, lock_timeout: float | None = None):
         self.path = path
+        self.read_only = read_only
+        self.lock_timeout = lock_timeout
+        self.in_memory = path == ":memory:"
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._mode: str | None = None  # "read" or "write": how the open connection holds the file
+        self._depth = 0
         self._one_thread = False
+        #: read-log side files this process folded into ``reads`` (a count, for reports)
+        self.folded_reads = 0
+        #: called with what an ingest changed, inside its write session (the Memory refreshes kept states)
+        self.on_evidence_change = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None, *, read_only: bool = False, create: bool = True) -> "Store":
+    def open(cls, path: str | os.PathLike | None = None, *, read_only: bool = False, create: bool = True,
+             check: bool = True, lock_timeout: float | None = None) -> "Store":
+        """A store at ``path`` (``None``: ``$DOXA_DB`` or ./doxa.duckdb), created unless ``create=False``.
+
+        ``check`` opens the file once to create it or bring its schema up to date, and to
+        report a file that is no doxa store now rather than at the first read; the file is
+        released again before this returns.
+        """
         path = str(path) if path is not None else default_db_path()
-        if path != ":memory:" and not create and not Path(path).exists():
+        exists = path == ":memory:" or Path(path).exists()
+        if not exists and not create:
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
-        con = connect(path, read_only=read_only)
-        # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
-        try:
-            con.execute("SET enable_progress_bar = false")
-        except duckdb.InvalidInputException:
-            pass  # inside Jupyter DuckDB refuses the setting (and draws no text bar there anyway)
-        store = cls(con, path)
-        if not read_only:
-            store._ensure_schema()
+        if not exists and read_only:
+            raise StoreError(f"no doxa store at {path}: a read-only store must exist")
+        store = cls(path, read_only=read_only, lock_timeout=lock_timeout)
+        if store.in_memory:
+            store._connect("write")
+        elif check or not exists:
+            with store.session("write" if not exists else "read"):
+                pass
         return store
 
     @classmethod
     def memory(cls) -> "Store":
         return cls.open(":memory:")
 
-    def _ensure_schema(self) -> None:
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The open connection; outside a session, one opened now and kept until :meth:`release`."""
+        if self._con is None:
+            self._connect("read" if self.read_only else "write")
+        return self._con
+
+    def reading(self):
+        """A session that reads: the file held read-only until the outermost session ends."""
+        return self.session("read")
+
+    def writing(self):
+        """A session that writes: the file held read-write (other processes wait) until it ends."""
+        return self.session("write")
+
+    @contextlib.contextmanager
+    def session(self, mode: str):
+        if self.in_memory:
+            yield self
+            return
+        if mode == "write" and self.read_only:
+            raise StoreError(f"{self.path} was opened read-only: open it without read_only to change it")
+        opened_here = self._con is None
+        if opened_here:
+            self._connect(mode)
+        elif mode == "write" and self._mode == "read":
+            self._disconnect()
+            self._connect("write")
+        self._depth += 1
         try:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            yield self
+        finally:
+            self._depth -= 1
+            if opened_here:
+                self._disconnect()
+
+    def _connect(self, mode: str) -> None:
+        from . import read_log
+
+        path = self.path
+        read_only = mode == "read" and not self.in_memory
+        if read_only and not Path(path).exists():
+            read_only, mode = False, "write"
+        con = connect(path, read_only=read_only, timeout=self.lock_timeout)
+        # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
+        try:
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.InvalidInputException:  # inside Jupyter DuckDB refuses the setting (no bar there anyway)
+            pass
+        self._con, self._mode, self._one_thread = con, mode, False
+        try:
+            if mode == "read":
+                version = self._schema_version()
+                if version != SCHEMA_VERSION:  # an old or new store: only a writer may change it
+                    self._disconnect()
+                    self._connect("write")
+                return
+            self._ensure_schema()
+            if not self.in_memory:
+                self.folded_reads += read_log.fold(con, path)
+        except BaseException:
+            self._disconnect()
+            raise
+
+    def _disconnect(self) -> None:
+        if self._con is not None:
+            con, self._con, self._mode = self._con, None, None
+            con.close()
+
+    def release(self) -> None:
+        """Close the file now (it reopens at the next use); a no-op for ``:memory:`` and inside a session."""
+        if not self.in_memory and self._depth == 0:
+            self._disconnect()
+
+    def _schema_version(self) -> str | None:
+        try:
+            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except duckdb.CatalogException:
-            row = None
-        if row is not None:
-            if row[0] != SCHEMA_VERSION:
-                self._migrate(row[0])
+            return None
+        return row[0] if row else None
+
+    def _ensure_schema(self) -> None:
+        version = self._schema_version()
+        if version is not None:
+            if version != SCHEMA_VERSION:
+                self._migrate(version)
             return
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
-        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]).fetchall()
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?), ('evidence_epoch', '0'), "
+                         "('structure_epoch', '0')", [SCHEMA_VERSION]).fetchall()
         self._seed_prompts()
         self.con.execute("COMMIT")
 
@@ -190,7 +280,7 @@ class Store:
         return self.con.execute(bind(sql, params))
 
     def close(self) -> None:
-        self.con.close()
+        self._disconnect()
 
     def __enter__(self) -> "Store":
         return self
@@ -232,13 +322,20 @@ class Store:
             raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
     def ingest_batch(self, batch, *, also=None) -> dict[str, int]:
-        """``also(con)``, when given, runs inside the batch's transaction, after its rows are written:
+        """Write validated records in one transaction (the file is held only for this write).
+
+        ``also(con)``, when given, runs inside the batch's transaction, after its rows are written:
         what it writes commits or rolls back with them."""
         # lazy: pyarrow loads only when writing, not on `doxa belief`'s start-up
         from . import organizer, writer
 
-        self.use_one_thread(False)
-        return writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also)
+        with self.writing():
+            self.use_one_thread(False)
+            changes: dict[str, Any] = {}
+            added = writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also, changes=changes)
+            if changes and self.on_evidence_change is not None:
+                self.on_evidence_change(changes)  # still holding the file: nothing came in between
+            return added
 
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
@@ -253,6 +350,7 @@ class Store:
             self._one_thread = one
 
     # ------------------------------------------------------------------ questions & evidence
+    @_reads
     def question_table(self, ids: list[str] | None = None, *, subjects: list[str] | None = None,
                        include_inactive: bool = False) -> QuestionTable:
         """Questions (active ones unless ``include_inactive``) in id order: all of them, or those
@@ -272,6 +370,7 @@ class Store:
             n_options=np.asarray([len(o) for o in options], dtype=np.int64),
             options_key=keys,
             option_group=group_of.astype(np.int64),
+            id_hash=np.asarray(cols["h"], dtype=np.uint64),
         )
 
     _OPTIONS_KEY = OPTIONS_KEY_SQL
@@ -279,7 +378,8 @@ class Store:
     def _all_questions(self, include_inactive: bool):
         where = "" if include_inactive else "WHERE status = 'active'"
         cols = self.execute(
-            f"SELECT id, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where} ORDER BY id"
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where} "
+            "ORDER BY id"
         ).fetchnumpy()
         # questions of one kind mostly share their options: fetch each distinct list once
         # (100,000 per-question lists cost ~0.3 s to bring into Python)
@@ -299,7 +399,7 @@ class Store:
         chosen = (["id IN (SELECT unnest(?))"] if ids else []) + (["subject IN (SELECT unnest(?))"] if subjects
                                                                    else [])
         cols = self.execute(
-            f"SELECT id, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
             f"FROM questions WHERE {' OR '.join(chosen) or 'false'} ORDER BY id",
             [x for x in (ids, subjects) if x]).fetchnumpy()
         if not include_inactive:  # in numpy: the status test costs more in SQL than the rest of the query
@@ -310,6 +410,7 @@ class Store:
                     else np.zeros(0, dtype=np.int64))
         return cols, [list(o) for o in cols["options"]], keys, group_of
 
+    @_reads
     def load_evidence(
         self,
         at: datetime | None = None,
@@ -325,6 +426,7 @@ class Store:
         return evidence_sql.load(self, at, question_ids, with_messages=with_messages, subjects=subjects)
 
     # ------------------------------------------------------------------ params
+    @_reads
     def latest_params(self) -> tuple[int | None, dict[str, Any] | None]:
         row = self.con.execute(
             "SELECT version, body FROM params WHERE complete ORDER BY version DESC LIMIT 1"
@@ -333,52 +435,70 @@ class Store:
             return None, None
         return int(row[0]), json.loads(row[1])
 
+    @_reads
     def params_versions(self) -> list[dict[str, Any]]:
         rows = self.con.execute(
             "SELECT version, created_at, complete FROM params ORDER BY version"
         ).fetchall()
         return [{"version": v, "created_at": c.isoformat(), "complete": bool(ok)} for v, c, ok in rows]
 
+    @_reads
     def params_body(self, version: int) -> dict[str, Any]:
         row = self.execute("SELECT body FROM params WHERE version = ?", [version]).fetchone()
         if row is None:
             raise StoreError(f"no parameter version {version}: `doxa train` publishes versions")
         return json.loads(row[0])
 
-    def publish_params(self, body: dict[str, Any]) -> int:
+    def publish_params(self, body: dict[str, Any], *, before_commit=None) -> int:
         """Write a new complete parameter version atomically; returns its number.
 
         The document is checked first (:class:`ParamsDocument`): a malformed one is refused
-        with a :class:`ParamsDocumentError` naming the field, and nothing is written."""
+        with a :class:`ParamsDocumentError` naming the field, and nothing is written.
+        ``before_commit(version, con)`` runs inside the transaction, after the version's
+        number is known and before it becomes visible: what it writes, or puts in place on
+        disk, is part of the version (an exception there publishes nothing).
+        """
         try:
             checked = ParamsDocument.from_dict(body)
         except ParamsDocumentError as err:
             raise err.within("parameter document refused, nothing published") from None
-        self.con.execute("BEGIN")
-        try:
-            version = self.con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0]
-            document = dict(body, format=checked.format, version=int(version))
-            self.con.execute(
-                "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
-                [version, json.dumps(document)],
-            ).fetchall()
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
-        return int(version)
+        with self.writing():
+            con = self.con
+            con.execute("BEGIN")
+            try:
+                version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0])
+                document = dict(body, format=checked.format, version=version)
+                con.execute(
+                    "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
+                    [version, json.dumps(document)],
+                ).fetchall()
+                if before_commit is not None:
+                    before_commit(version, con)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return version
 
     # ------------------------------------------------------------------ reads log
     def log_reads(self, rows: list[tuple[str, datetime, list[float], str, float, int | None]]) -> None:
         """rows: (question, asked_at, probabilities in option order, top, p_top, params_version).
 
-        A literal INSERT: any Arrow or pandas hand-over imports pandas (~0.5 s), too dear
+        On disk the rows go to a side file (:mod:`doxa.data.read_log`): a read never waits
+        for the write lock, and the next writer folds the file into ``reads``. A literal
+        INSERT in memory: any Arrow or pandas hand-over imports pandas (~0.5 s), too dear
         for the few reads of a `doxa belief`; many reads go through :meth:`log_belief_matrix`.
         """
         if not rows:
             return
+        if not self.in_memory:
+            from . import read_log
+
+            read_log.append_rows(self.path, rows)
+            return
+        read_at = datetime.now(timezone.utc).replace(tzinfo=None)
         values = ",\n".join(
-            f"({sql_literal(q)}, {sql_literal(at)}, now()::TIMESTAMP, "
+            f"({sql_literal(q)}, {sql_literal(at)}, {sql_literal(read_at)}, "
             f"[{', '.join(repr(float(x)) for x in probs)}]::DOUBLE[], {sql_literal(top)}, "
             f"{sql_literal(float(p))}, {sql_literal(v)})" for q, at, probs, top, p, v in rows)
         self.con.execute(
@@ -389,48 +509,137 @@ class Store:
                           n_options: np.ndarray, params_version: int | None) -> None:
         """Log many reads at once from the scorer's arrays (``probs`` (Q, K_max), rounded to 1e-6).
 
-        The rows go through a temporary Parquet file that DuckDB reads natively: handing
-        DuckDB any Python-side table imports pandas (~0.5 s). Each question's top answer
-        is named in SQL from its options.
+        On disk: one Parquet side file (see :meth:`log_reads`). In memory the Arrow table is
+        inserted directly. Each question's top answer is named in SQL from its options.
         """
-        # lazy: pyarrow (and tempfile) stay off the start-up of `doxa belief`: only large read logs need them
-        import tempfile
+        from . import read_log
 
+        if not self.in_memory:
+            read_log.append_matrix(self.path, question_ids, asked_at, probs, n_options, params_version)
+            return
+        self.con.register("_doxa_reads", read_log.matrix_table(question_ids, asked_at, probs, n_options,
+                                                              params_version))
+        try:
+            self.con.execute(
+                """INSERT INTO reads (question, asked_at, read_at, probs, top, p_top, params_version)
+                   SELECT s.question, s.asked_at, s.read_at, s.probs,
+                          CASE WHEN s.p_top > 0 THEN q.options[s.top + 1] ELSE '' END, s.p_top, s.params_version
+                   FROM _doxa_reads s JOIN questions q ON q.id = s.question""").fetchall()
+        finally:
+            self.con.unregister("_doxa_reads")
+
+    def fold_reads(self) -> int:
+        """Fold the read log's side files into ``reads`` now (every write does it anyway)."""
+        before = self.folded_reads
+        with self.writing():
+            if self._depth > 1 and not self.in_memory:  # the file was already open for writing
+                from . import read_log
+
+                self.folded_reads += read_log.fold(self.con, self.path)
+        return self.folded_reads - before
+
+    # ------------------------------------------------------------------ kept filter states
+    @_reads
+    def evidence_epoch(self) -> int:
+        """How many writes have changed evidence so far (see :func:`doxa.data.writer.mark_evidence_changed`)."""
+        return int(self.con.execute("SELECT value FROM meta WHERE key = 'evidence_epoch'").fetchone()[0])
+
+    _VALID_STATES = """
+        SELECT hash(b.question) AS h, b.state, coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
+        FROM belief_states b LEFT JOIN evidence_epochs e ON e.question = b.question
+        WHERE b.params_version = {version} AND b.epoch >= coalesce(e.epoch, 0)
+          AND b.epoch >= (SELECT value::BIGINT FROM meta WHERE key = 'structure_epoch') {scope}"""
+
+    @_reads
+    def kept_states(self, questions: QuestionTable, version: int) -> dict[str, np.ndarray]:
+        """The usable kept states of ``questions`` under parameter version ``version``, in their order.
+
+        ``found`` (Q,) says which have one; ``state`` (Q, K_max) is float64, bit for bit as written.
+        """
+        from .evidence_sql import _index_of
+
+        n_q, k_max = len(questions.ids), questions.k_max
+        few = 0 < n_q <= 2000
+        scope = "AND b.question IN (SELECT unnest(?))" if few else ""
+        sql = self._VALID_STATES.format(version=int(version), scope=scope)
+        cols = self.execute(sql, [questions.ids.tolist()] if few else None).fetchnumpy() if n_q else None
+        found = np.zeros(n_q, dtype=bool)
+        out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
+               "n_evidence": np.zeros(n_q, dtype=np.int64), "n_settled": np.zeros(n_q, dtype=np.int64)}
+        if cols is None or not len(cols["h"]):
+            return out
+        row = _index_of(np.asarray(cols["h"], dtype=np.uint64), questions.id_hash)
+        have = np.flatnonzero(row >= 0)
+        rows = row[have]
+        blobs = np.asarray(cols["state"], dtype=object)[rows].tolist()
+        widths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs)) // 8
+        flat = np.frombuffer(b"".join(blobs), dtype=np.float64)
+        starts = np.r_[0, np.cumsum(widths)[:-1]].astype(np.int64)
+        right = widths == questions.n_options[have]  # a state of another shape is not this question's
+        have, rows, starts = have[right], rows[right], starts[right]
+        k = questions.n_options[have]
+        inside = np.arange(k_max)[None, :] < k[:, None]
+        cell = np.where(inside, starts[:, None] + np.arange(k_max)[None, :], 0)
+        out["state"][have] = np.where(inside, flat[cell], 0.0) if len(flat) else 0.0
+        found[have] = True
+        out["last_t"][have] = np.asarray(cols["last_t"], dtype=np.float64)[rows]
+        out["n_evidence"][have] = np.asarray(cols["n_evidence"], dtype=np.int64)[rows]
+        out["n_settled"][have] = np.asarray(cols["n_settled"], dtype=np.int64)[rows]
+        return out
+
+    @_reads
+    def rejections_up_to(self, questions: QuestionTable, at: datetime | None) -> dict[str, np.ndarray]:
+        """Rejections of ``questions`` at or before ``at``: question index, time (days), option index."""
+        from .evidence_sql import _index_of
+
+        few = len(questions.ids) <= 2000
+        scope = "AND r.question IN (SELECT unnest(?))" if few else ""
+        cols = self.execute(
+            f"""SELECT hash(r.question) AS h, epoch(r.rejected_at) / 86400.0 AS t,
+                       list_position(q.options, r.answer) - 1 AS a
+                FROM rejections r JOIN questions q ON q.id = r.question
+                WHERE r.rejected_at <= ? {scope}""",
+            [at or FAR_FUTURE] + ([questions.ids.tolist() or [""]] if few else [])).fetchnumpy()
+        qi = _index_of(questions.id_hash, np.asarray(cols["h"], dtype=np.uint64))
+        keep = qi >= 0
+        return {"q": qi[keep].astype(np.int64), "t": np.asarray(cols["t"], dtype=np.float64)[keep],
+                "answer": np.asarray(cols["a"], dtype=np.int64)[keep]}
+
+    def write_states(self, ids: np.ndarray, n_options: np.ndarray, state: np.ndarray, last_t: np.ndarray,
+                     n_evidence: np.ndarray, n_settled: np.ndarray, version: int, epoch: int, *,
+                     replace_all: bool = False) -> None:
+        """Keep filter states (one row per question; ``replace_all`` drops every other row)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        def buffer_array(values: np.ndarray, kind) -> "pa.Array":
-            return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
 
         k = np.asarray(n_options, dtype=np.int64)
-        mask = np.arange(probs.shape[1])[None, :] < k[:, None]
-        rounded = np.round(probs, 6)
-        offsets = np.zeros(len(k) + 1, dtype=np.int32)
-        offsets[1:] = np.cumsum(k)
-        encoded = [str(q).encode("utf-8") for q in question_ids.tolist()]
-        text_offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-        text_offsets[1:] = np.cumsum([len(e) for e in encoded])
-        table = pa.Table.from_arrays(
-            [pa.StringArray.from_buffers(len(encoded), pa.py_buffer(text_offsets), pa.py_buffer(b"".join(encoded))),
-             pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(rounded[mask], pa.float64())),
-             buffer_array(np.argmax(rounded, axis=1).astype(np.int64), pa.int64()),
-             buffer_array(rounded.max(axis=1), pa.float64())],
-            names=["question", "probs", "top", "p_top"],
-        )
-        handle, path = tempfile.mkstemp(suffix=".parquet", prefix="doxa-reads-")
-        os.close(handle)
-        try:
-            pq.write_table(table, path, compression="none")
-            self.execute(
-                f"""INSERT INTO reads (question, asked_at, read_at, probs, top, p_top, params_version)
-                    SELECT s.question, ?, now()::TIMESTAMP, s.probs,
-                           CASE WHEN s.p_top > 0 THEN q.options[s.top + 1] ELSE '' END, s.p_top, ?
-                    FROM read_parquet({sql_literal(path)}) s JOIN questions q ON q.id = s.question""",
-                [asked_at, params_version],
-            ).fetchall()
-        finally:
-            os.unlink(path)
+        rows = np.ascontiguousarray(state, dtype=np.float64)
+        blobs = [row[:n].tobytes() for row, n in zip(rows, k.tolist())]
+        last_t = np.asarray(last_t, dtype=np.float64)
+        table = pa.table({
+            "question": pa.array(np.asarray(ids, dtype=object).tolist(), pa.string()),
+            "params_version": pa.array(np.full(len(k), int(version), dtype=np.int32)),
+            "epoch": pa.array(np.full(len(k), int(epoch), dtype=np.int64)),
+            "last_t": pa.array(last_t, pa.float64(), mask=np.isnan(last_t)),
+            "state": pa.array(blobs, pa.binary()),
+            "n_evidence": pa.array(np.asarray(n_evidence, dtype=np.int32)),
+            "n_settled": pa.array(np.asarray(n_settled, dtype=np.int32)),
+        })
+        with self.writing():
+            con = self.con
+            con.register("_doxa_states", table)
+            try:
+                if replace_all:
+                    con.execute("DELETE FROM belief_states").fetchall()
+                    con.execute("INSERT INTO belief_states SELECT * FROM _doxa_states").fetchall()
+                else:
+                    con.execute("""INSERT INTO belief_states SELECT * FROM _doxa_states
+                                   ON CONFLICT (question) DO UPDATE SET params_version = excluded.params_version,
+                                       epoch = excluded.epoch, last_t = excluded.last_t, state = excluded.state,
+                                       n_evidence = excluded.n_evidence, n_settled = excluded.n_settled""").fetchall()
+            finally:
+                con.unregister("_doxa_states")
 
+    @_reads
     def question(self, question_id: str) -> dict[str, Any]:
         row = self.execute(
             "SELECT id, subject, kind, text, shape, options, status FROM questions WHERE id = ?", [question_id]
@@ -447,14 +656,17 @@ class Store:
         ).fetchone()
         return f" (did you mean {row[0]!r}?)" if row else ""
 
+    @_reads
     def subjects(self) -> list[dict[str, Any]]:
         rows = self.con.execute("SELECT id, name, aliases FROM subjects ORDER BY id").fetchall()
         return [{"id": i, "name": n, "aliases": list(a)} for i, n, a in rows]
 
+    @_reads
     def relations(self) -> list[dict[str, str]]:
         rows = self.con.execute("SELECT from_id, to_id, kind FROM relations ORDER BY 1, 2, 3").fetchall()
         return [{"from": f, "to": t, "kind": k} for f, t, k in rows]
 
+    @_reads
     def instructions(self, subjects: list[str] | None = None) -> list[dict[str, Any]]:
         sql = "SELECT id, subject, text, given_at, rests_on_question, rests_on_answer, given_by FROM instructions"
         params: list[Any] = []
@@ -468,6 +680,7 @@ class Store:
     def question_ids_for_subject(self, subject: str) -> list[str]:
         return self.question_ids_for_subjects([subject])
 
+    @_reads
     def question_ids_for_subjects(self, subjects: list[str]) -> list[str]:
         """The active questions about any of ``subjects``, in id order."""
         if not subjects:
@@ -477,6 +690,7 @@ class Store:
             [list(subjects)]).fetchall()
         return [r[0] for r in rows]
 
+    @_reads
     def newest_evidence_time(self) -> datetime | None:
         """When the newest message was sent or the newest settlement made (None: neither yet)."""
         row = self.con.execute(
@@ -484,16 +698,24 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
+    @_reads
     def counts(self) -> dict[str, int]:
         tables = ("subjects", "relations", "sources", "messages", "questions", "readings",
                   "settlements", "rejections", "instructions", "params", "reads")
         sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in tables)
-        return {name: int(n) for name, n in self.con.execute(sql).fetchall()}
+        counts = {name: int(n) for name, n in self.con.execute(sql).fetchall()}
+        if not self.in_memory:  # reads logged in side files count as logged
+            from . import read_log
 
+            counts["reads"] += read_log.pending_rows(self.path, self.con)
+        return counts
+
+    @_reads
     def evidence_for_explain(self, question_id: str, at: datetime | None) -> list[dict[str, Any]]:
         """Every reading of a question with why it does or does not count (for `doxa explain`)."""
         return evidence_sql.explain_rows(self, question_id, at)
 
+    @_reads
     def settlements(self, question_ids: list[str] | None = None) -> list[dict[str, Any]]:
         sql = "SELECT question, answer, settled_at, how, settled_by, note, p_before, params_version FROM settlements"
         params: list[Any] = []
@@ -504,6 +726,7 @@ class Store:
         keys = ("question", "answer", "settled_at", "how", "by", "note", "p_before", "params_version")
         return [dict(zip(keys, r)) for r in rows]
 
+    @_reads
     def rejections(self, question_id: str) -> list[dict[str, Any]]:
         rows = self.execute(
             "SELECT answer, rejected_at, rejected_by FROM rejections WHERE question = ? ORDER BY rejected_at",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .connection import in_read_session
 from .search import words
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 SHORT_LABEL_CHARS = 6
 
 
+@in_read_session
 def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     """Subjects whose name, id or an alias appears in ``text``, as whole words in order.
 
@@ -49,6 +51,7 @@ def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     return [found[k] for k in sorted(found)]
 
 
+@in_read_session
 def subject_labels(store: "Store", subject_ids: list[str]) -> dict[str, list[str]]:
     """Name, id and aliases of each of these subjects."""
     if not subject_ids:
@@ -64,6 +67,7 @@ def subject_label_terms(store: "Store", subject_ids: list[str]) -> set[str]:
     return {w for labels in subject_labels(store, subject_ids).values() for label in labels for w in words(label)}
 
 
+@in_read_session
 def neighbours(store: "Store", subject_ids: list[str]) -> list[dict[str, Any]]:
     """Subjects one relation away from any of ``subject_ids`` (either direction), not among them.
 

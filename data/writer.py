@@ -111,8 +111,12 @@ def _subjects(items, stored: dict[str, tuple], problems: _Problems):
 
 
 def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
-                extra_writers: Mapping[str, "ExtraWriter"] | None = None, *, also=None) -> dict[str, int]:
+                extra_writers: Mapping[str, "ExtraWriter"] | None = None, *, also=None,
+                changes: dict | None = None) -> dict[str, int]:
     """Check every reference and edit rule of a parsed file, then write it in one transaction.
+
+    ``changes``, when given, receives what the write changed: ``questions`` whose evidence
+    changed and ``structure`` (a merge, split or undo), as :func:`mark_evidence_changed` records them.
 
     ``extra_writers`` writes record types beyond the core ones (the organizer's operations).
     ``also(con)``, when given, runs inside that transaction after the rows are written (the state of
@@ -393,7 +397,12 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         complete_readings(con)
         if also is not None:
             also(con)
+        touched = ({row[1] for row in reading_rows} | {r.question for _, r in settlements}
+                   | {r.question for _, r in rejections})
+        mark_evidence_changed(con, touched, structure=bool(extra_writers))
         con.execute("COMMIT")
+        if changes is not None:
+            changes.update(questions=touched, structure=bool(extra_writers))
     except Exception:
         con.execute("ROLLBACK")
         raise
@@ -463,6 +472,31 @@ def _insert(con, table: str, columns: dict[str, Any], *, conflict: str, new_only
     return int(after - before)
 
 
+def mark_evidence_changed(con, question_ids, *, structure: bool = False) -> int | None:
+    """Advance the store's evidence epoch for a write that changed these questions' evidence.
+
+    Kept filter states (``belief_states``) computed before count no more for them; with
+    ``structure`` (a merge, split or undo: questions come and go, evidence moves between
+    them) for every question. Call inside the writing transaction. Returns the new epoch.
+    """
+    question_ids = sorted(question_ids)
+    if not question_ids and not structure:
+        return None
+    epoch = int(con.execute(
+        "UPDATE meta SET value = (value::BIGINT + 1)::VARCHAR WHERE key = 'evidence_epoch' RETURNING value"
+    ).fetchone()[0])
+    if question_ids:
+        con.register("_touched", pa.table({"question": question_ids}))
+        try:
+            con.execute(f"""INSERT INTO evidence_epochs SELECT question, {epoch} FROM _touched
+                            ON CONFLICT (question) DO UPDATE SET epoch = excluded.epoch""").fetchall()
+        finally:
+            con.unregister("_touched")
+    if structure:
+        con.execute(f"UPDATE meta SET value = '{epoch}' WHERE key = 'structure_epoch'").fetchall()
+    return epoch
+
+
 def complete_readings(con) -> None:
     """Copy each new reading's message facts onto it (see the readings table in schema.sql)."""
     con.execute(
@@ -505,4 +539,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-__all__ = ["write_batch", "ExtraWriter"]
+__all__ = ["write_batch", "mark_evidence_changed", "ExtraWriter"]

@@ -12,6 +12,7 @@ import doxa
 import records as R
 from doxa.cli.main import app
 from doxa.data import prompts
+from doxa.data.store import SCHEMA_VERSION
 from doxa.inference.agent.organize import OpenAIChatOrganizer
 from doxa.inference.agent.readers import OpenAIChatReader
 from doxa.inference.agent.remember import RememberError, message_id_for
@@ -317,6 +318,6 @@ def test_a_version_2_store_gains_the_new_tables_and_keeps_its_questions(tmp_path
                             "ALTER TABLE questions DROP COLUMN instructions_version; "
                             "UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     with doxa.open(path) as m:
-        assert m.store.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+        assert m.store.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
         assert m.store.execute("SELECT id, instructions_version FROM questions").fetchall() == [("maya.diet", None)]
         assert prompts.current(m.store).version == 1 and prompts.count_pending(m.store) == 0

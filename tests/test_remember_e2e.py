@@ -156,7 +156,7 @@ def test_after_corrections_and_train_trust_moves_the_way_the_settled_facts_say(r
     out = runner.invoke(app, ["train", "--db", db, "--max-steps", "300", "--folds", "0", "--confusion", "off",
                               "--no-progress", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["version"] == 1
+    assert json.loads(out.stdout)["version"] == 1
     with doxa.open(db) as mem:
         trust = {s: _trust(mem, s) for s in SOURCES}
     # before any fit, mum (a family source) is trusted more than the user's own notes; the fit follows the

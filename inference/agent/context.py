@@ -185,6 +185,12 @@ def context(
     """Everything ``task`` needs from memory: ranked beliefs, instructions, conflicts.
 
     ``at``: None (now), an ISO 8601 string or a datetime, as for :meth:`Memory.belief`."""
+    with memory.store.reading():  # one read-only hold of the store for the whole context
+        return _context(memory, task, at=at, act_at=act_at, limit=limit)
+
+
+def _context(memory: Memory, task: str, *, at: datetime | None, act_at: float | None,
+             limit: int | None) -> Context:
     store = memory.store
     act_at = memory.act_at if act_at is None else act_at
     at = as_moment(at) or utc_now()

@@ -11,23 +11,28 @@
    Fit the output map on those (:class:`doxa.inference.learn.calibrate.OutputCalibration`).
 4. Publish one parameter version (one transaction); a diverged fit raises
    :class:`~doxa.inference.learn.fit.FitDiverged` before anything is written.
-5. Export the posterior draws as ArviZ InferenceData to ``<db>.posterior/v<N>.nc``.
+5. Export the posterior draws as ArviZ InferenceData to ``<db>.posterior/v<N>.nc``, put in
+   place inside the publishing transaction (:func:`publish_with_posterior`).
+
+The store is held only while step 1 reads it and while step 4 writes (docs/concurrency.md).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.choice import choose_form
+from doxa.inference.read import states
 from doxa.inference.learn.fit import BeliefFit, FitDiverged, NothingToFit
 from doxa.inference.learn.predictions import SettlementPredictions, predict_settlements
 from doxa.model import logistic
@@ -217,10 +222,22 @@ def fit_or_refit(evidence, options: dict[str, Any]) -> tuple[BeliefFit, dict[str
 
 def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: int | None = None,
           posterior_dir: str | os.PathLike | None = None, publish: bool = True, seed: int = 0,
-          progress: bool = True, calibration_options: dict[str, Any] | None = None) -> TrainResult:
-    """Run the nightly job on an open :class:`~doxa.data.store.Store`; returns what was published."""
+          progress: bool = True, calibration_options: dict[str, Any] | None = None,
+          on_loaded: Callable[[Evidence], None] | None = None) -> TrainResult:
+    """Run the nightly job on a :class:`~doxa.data.store.Store`; returns what was published.
+
+    The store is held twice, briefly: read-only while the evidence is loaded, read-write
+    while the version is published. It is free while the model fits (``on_loaded(evidence)``
+    runs when it has been let go), so reads and ingests carry on meanwhile; evidence that
+    arrives during the fit is trained on the next night. See docs/concurrency.md.
+    """
     started = time.perf_counter()
-    evidence = store.load_evidence(at)
+    with store.reading():
+        evidence = store.load_evidence(at)
+        previous_version, previous = store.latest_params()
+        epoch = store.evidence_epoch()
+    if on_loaded is not None:
+        on_loaded(evidence)
     if len(evidence.settle_q) == 0:
         # unsupervised agreement alone would move every trust toward the pooled mean and away from
         # the documented defaults; the nightly job learns from settled facts, so it waits for one
@@ -243,31 +260,110 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     report["out_of_sample"] = predictions.out_of_sample
     document["diagnostics"]["calibration"] = report
 
-    previous_version, previous = store.latest_params()
     moved = what_moved(previous, document)
     document["diagnostics"]["moved"] = moved
     document["diagnostics"]["previous_version"] = previous_version
     document["diagnostics"]["trained_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     document = _finite(document)
 
-    staged = None
     folder = Path(posterior_dir) if posterior_dir is not None else posterior_dir_for(store.path)
+    if not publish:
+        draft = None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            draft = folder / f"draft-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.nc"
+            inference_data(fit).to_netcdf(str(draft), engine="h5netcdf")
+        return TrainResult(version=None, document=document, calibration=calibration, moved=moved,
+                           posterior_path=str(draft) if draft else None, seconds=time.perf_counter() - started,
+                           fit=fit)
+    staged = None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / f".staged-{os.getpid()}.nc"
+        staged = folder / f".staged-{os.getpid()}-{secrets.token_hex(4)}.nc"
         inference_data(fit).to_netcdf(str(staged), engine="h5netcdf")
-
-    version = store.publish_params(document) if publish else None
-    posterior_path = None
-    if staged is not None:
-        if version is not None:
-            final = folder / f"v{version}.nc"
-            os.replace(staged, final)
-            posterior_path = str(final)
-        else:
-            posterior_path = str(staged)
+    # every question's filter state under the new version, kept with it (inference/states.py):
+    # computed here, outside the store, from the evidence the fit saw; a question whose
+    # evidence changed since then is read from its evidence until refreshed. A fit cut at
+    # --at has not seen the latest evidence: it keeps none.
+    kept = states.compute(evidence, document) if at is None else None
+    version, posterior_path = publish_with_posterior(store, document, staged, folder, kept_states=kept,
+                                                     epoch=epoch)
     return TrainResult(version=version, document=document, calibration=calibration, moved=moved,
                        posterior_path=posterior_path, seconds=time.perf_counter() - started, fit=fit)
+
+
+def publish_with_posterior(store, document: dict[str, Any], staged: Path | None, folder: Path | None, *,
+                           kept_states: "states.States | None" = None, epoch: int = 0) -> tuple[int, str | None]:
+    """Publish ``document`` as the next version with its posterior file ``v<N>.nc``, or nothing.
+
+    The staged file takes its final name inside the publishing transaction, before the
+    commit: a version is never visible without its file. A run killed before the commit
+    leaves a ``v<N>.nc`` no version owns, or a staged file; both are removed here by the
+    next run (staged files only once the process that wrote them is gone), while it holds
+    the store read-write, so no other publisher is between its rename and its commit.
+    """
+    final: list[Path] = []
+
+    def put_in_place(version: int, con) -> None:
+        if kept_states is not None:
+            states.write(store, kept_states, {"version": version}, epoch, replace_all=True)
+        if folder is None:
+            return
+        published = {int(v) for (v,) in con.execute("SELECT version FROM params WHERE complete").fetchall()}
+        # version files of no version are removed only from the store's own folder: a folder
+        # given with --posterior-dir may hold other stores' files
+        owned = folder == posterior_dir_for(store.path)
+        remove_leftovers(folder, published - {version} if owned else None)
+        if staged is not None:
+            target = folder / f"v{version}.nc"
+            os.replace(staged, target)
+            final.append(target)
+            _fsync_dir(folder)
+
+    try:
+        version = store.publish_params(document, before_commit=put_in_place)
+    except BaseException:
+        for path in final:  # rolled back: the file belongs to no version
+            path.unlink(missing_ok=True)
+        if staged is not None:
+            staged.unlink(missing_ok=True)
+        raise
+    return version, str(final[0]) if final else None
+
+
+def remove_leftovers(folder: Path, published: set[int] | None) -> list[Path]:
+    """Delete what killed runs left in ``folder``: staged files of dead processes, and (unless
+    ``published`` is None) version files ``v<N>.nc`` of no published version."""
+    removed = []
+    for path in folder.glob(".staged-*.nc"):
+        pid = path.name.split("-")[1].split(".")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    for path in folder.glob("v*.nc") if published is not None else ():
+        number = path.stem[1:]
+        if number.isdigit() and int(number) not in published:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _finite(value):
@@ -281,5 +377,5 @@ def _finite(value):
     return value
 
 
-__all__ = ["train", "TrainResult", "settlement_predictions", "predict_settlements", "what_moved",
+__all__ = ["train", "TrainResult", "publish_with_posterior", "remove_leftovers", "settlement_predictions", "predict_settlements", "what_moved",
            "inference_data", "posterior_dir_for"]

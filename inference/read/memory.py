@@ -190,14 +190,27 @@ class BeliefList(Sequence):
 class Memory:
     """A doxa store plus the scorer. Create with :func:`doxa.open`."""
 
-    def __init__(self, store: Store, *, act_at: float = DEFAULT_ACT_AT, log_reads: bool = True):
+    def __init__(self, store: Store, *, act_at: float = DEFAULT_ACT_AT, log_reads: bool = True,
+                 keep_states: bool = True):
         self.store = store
         self.act_at = act_at
         self.log_reads = log_reads
+        #: read beliefs from the kept filter states (inference/read/states.py); off: filter every read from scratch
+        self.keep_states = keep_states
+        store.on_evidence_change = self._refresh_states
+
+    def _refresh_states(self, changes: dict[str, Any]) -> None:
+        from . import states
+
+        touched = changes.get("questions") or set()
+        if self.keep_states and touched and not changes.get("structure") and len(touched) <= states.REFRESH_AT_INGEST:
+            states.refresh(self.store, self.params(), sorted(touched))
 
     @classmethod
-    def open(cls, path=None, **kwargs) -> "Memory":
-        return cls(Store.open(path), **kwargs)
+    def open(cls, path=None, *, lock_timeout: float | None = None, **kwargs) -> "Memory":
+        """A Memory over the store at ``path``; the file is held only while an operation runs
+        (see :class:`~doxa.data.store.Store`), so other processes read and write it meanwhile."""
+        return cls(Store.open(path, lock_timeout=lock_timeout), **kwargs)
 
     def close(self) -> None:
         self.store.close()
@@ -236,7 +249,7 @@ class Memory:
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
-        version, body = self.store.latest_params()
+        version, body = self.store.latest_params()  # a read session of its own unless one is open
         if body is None:
             return default_params()
         return with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
@@ -252,6 +265,18 @@ class Memory:
         beliefs = scorer.score(evidence, params, to_days(at), inputs=inputs)
         return at, evidence, params, inputs, beliefs
 
+    def _read(self, question_ids: list[str] | None, at: datetime | None,
+              subjects: list[str] | None = None) -> tuple[datetime, scorer.Beliefs]:
+        """Beliefs for `belief`, `beliefs` and `context`: from the kept states where they count."""
+        at = as_moment(at) or utc_now()
+        if not self.keep_states:
+            at, _, _, _, beliefs = self._score(question_ids, at, subjects=subjects)
+            return at, beliefs
+        from . import states
+
+        with self.store.reading():
+            return at, states.beliefs_at(self.store, self.params(), question_ids, at, subjects=subjects)
+
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
@@ -261,7 +286,9 @@ class Memory:
         """Beliefs of ``question_ids`` and of every question about ``subjects``, with the evidence
         they were computed from (``with_messages``: message ids and texts too). Nothing is logged:
         log what is answered with :meth:`log`."""
-        at, evidence, _, _, beliefs = self._score(question_ids, at, with_messages=with_messages, subjects=subjects)
+        with self.store.reading():
+            at, evidence, _, _, beliefs = self._score(question_ids, at, with_messages=with_messages,
+                                                      subjects=subjects)
         return self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at), evidence
 
     def log(self, at: datetime, found: "Sequence[Belief]") -> None:
@@ -279,8 +306,9 @@ class Memory:
                               for b in found])
 
     def belief(self, question_id: str, at: "datetime | str | None" = None, *, act_at: float | None = None) -> Belief:
-        self.store.question(question_id)  # clear error for unknown ids
-        at, _, _, _, beliefs = self._score([question_id], at)
+        with self.store.reading():
+            self.store.question(question_id)  # clear error for unknown ids
+            at, beliefs = self._read([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         if not found:
             raise StoreError(f"question {question_id!r} is not active (merged or split): `doxa beliefs` lists active ones")
@@ -294,9 +322,10 @@ class Memory:
         The result is a :class:`BeliefList`: a sequence computed as arrays in one pass,
         whose :class:`Belief` objects are made only when an item is looked at.
         """
-        if subject is not None:
-            question_ids = self._subject_question_ids(subject)
-        at, _, _, _, beliefs = self._score(question_ids, at)
+        with self.store.reading():
+            if subject is not None:
+                question_ids = self._subject_question_ids(subject)
+            at, beliefs = self._read(question_ids, at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         self._log(at, found)
         return found
@@ -307,8 +336,22 @@ class Memory:
             raise StoreError(f"no subject {subject!r}: known subjects are listed by `doxa beliefs`")
         return question_ids
 
+    def refresh_states(self, question_ids: list[str] | None = None) -> int:
+        """Recompute the kept filter states (of ``question_ids``, or all) in one write; returns how many.
+
+        `doxa train` keeps every state and an ingest those it touches, so this is needed only
+        after bulk imports or merges, when reads would otherwise filter many questions anew.
+        """
+        from . import states
+
+        return states.refresh(self.store, self.params(), question_ids)
+
     # ---------------------------------------------------------------- explanations
     def explain(self, question_id: str, at: "datetime | str | None" = None) -> Explanation:
+        with self.store.reading():
+            return self._explain(question_id, at)
+
+    def _explain(self, question_id: str, at: datetime | None) -> Explanation:
         question = self.store.question(question_id)
         at, evidence, params, inputs, beliefs = self._score([question_id], at, with_messages=True)
         found = self._beliefs_from(at, beliefs, self.act_at)

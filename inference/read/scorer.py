@@ -187,7 +187,23 @@ def forward_filter(
     """Run the filter for all questions; events must be sorted by (question, time).
 
     Returns (belief at ``at`` before rejections/calibration (Q, K), log marginal
-    likelihood per question (Q,), time of each question's last event (Q,)).
+    likelihood per question (Q,), time of each question's last event (Q,)): the states
+    of :func:`filter_states`, decayed to ``at`` by :func:`decay_states`.
+    """
+    state, log_marginal, last_t = filter_states(prior, rate, event_q, event_t, event_like)
+    return decay_states(state, prior, rate, last_t, at), log_marginal, last_t
+
+
+def filter_states(
+    prior: np.ndarray,
+    rate: np.ndarray,
+    event_q: np.ndarray,
+    event_t: np.ndarray,
+    event_like: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The filter up to each question's last event: (state after it (Q, K), log marginal
+    likelihood (Q,), the event's time (Q,), NaN for a question without events, whose
+    state is its prior). Events must be sorted by (question, time).
 
     Questions are laid out longest first, and events rank-major in that order: the
     questions that still have an n-th event are then a prefix of the layout, and the
@@ -237,15 +253,22 @@ def forward_filter(
         marginal_l[:c] += np.log(np.maximum(z, _TINY))
         last_l[:c] = t
     has_l = counts[layout] > 0
-    at_arr = np.broadcast_to(np.asarray(at, dtype=np.float64), (n_q,))[layout]
-    gap = np.where(has_l & np.isfinite(at_arr), np.maximum(at_arr - last_l, 0.0), 0.0)
-    rho = np.exp(-rate_l * gap)[:, None]
-    belief = np.where(has_l[:, None], rho * belief + (1.0 - rho) * prior_l, belief)
-    out = np.empty_like(belief)
-    out[layout] = belief
+    state = np.empty_like(belief)
+    state[layout] = belief
     log_marginal[layout] = marginal_l
     last_t[layout] = np.where(has_l, last_l, np.nan)
-    return out, log_marginal, last_t
+    return state, log_marginal, last_t
+
+
+def decay_states(state: np.ndarray, prior: np.ndarray, rate: np.ndarray, last_t: np.ndarray,
+                 at: float | np.ndarray) -> np.ndarray:
+    """Beliefs at ``at`` from the states after each question's last event (``last_t``; NaN:
+    none, the state is the prior): ``ρ s + (1-ρ) π`` with ``ρ = exp(-λ (at - t_last))``."""
+    has = ~np.isnan(last_t)
+    at_arr = np.broadcast_to(np.asarray(at, dtype=np.float64), last_t.shape)
+    gap = np.where(has & np.isfinite(at_arr), np.maximum(at_arr - np.where(has, last_t, 0.0), 0.0), 0.0)
+    rho = np.exp(-rate * gap)[:, None]
+    return np.where(has[:, None], rho * state + (1.0 - rho) * prior, state)
 
 
 def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

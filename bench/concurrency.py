@@ -1,0 +1,280 @@
+"""Concurrency benchmark (issue 14): reads and ingests while `doxa train` fits. A script, not a test.
+
+    nice -n 10 .venv/bin/python bench/concurrency.py --dir /tmp/conc            # 100k questions, 1M readings
+    nice -n 10 .venv/bin/python bench/concurrency.py --dir /tmp/conc --questions 10000 --readings 100000
+    nice -n 10 .venv/bin/python bench/concurrency.py --dir /tmp/conc --reuse    # the store already there
+
+1. builds a store with bench/store_scale.py's generator (or reuses one);
+2. **during a fit**: starts `doxa train`; once it reports the evidence loaded, 4 processes
+   call `doxa belief` in a loop and 1 process ingests a small new file (one message, one
+   reading) in a loop, until the train has published; then **idle**: the same loops for
+   the same time with no train. Prints failed calls, lost reads (reads acknowledged but
+   not in the log) and lost records (ingests acknowledged but not stored), and p50/p99 of
+   the `doxa belief` latencies in both phases (goal: p99 during the fit ≤ 3× idle p99);
+3. every belief at once in-process (`Memory.beliefs` with its read log, from the kept
+   states the train published) against one scan of the readings table
+   (`SELECT count(*), sum(unclear) FROM readings`) timed in the same run;
+4. `doxa belief` right after one new message was ingested, as a fresh process, against the
+   cold-start floor `python -c "import duckdb, numpy"` (medians of --runs);
+5. the cost a long-lived owner pays for releasing the store between operations: one
+   belief with the file held against one belief that opens and closes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import store_scale as S  # noqa: E402
+
+ENV = {**{k: v for k, v in os.environ.items() if k != "DOXA_DB"}, "DOXA_LOCK_TIMEOUT": "120"}
+
+
+def doxa(*args: str) -> list[str]:
+    return [*S.doxa_command(), *args]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+class Loops:
+    """4 `doxa belief` loops and 1 small-ingest loop, each in its own thread driving processes."""
+
+    def __init__(self, db: str, work: Path, questions: list[str], tag: str):
+        self.db, self.work, self.questions, self.tag = db, work, questions, tag
+        self.stop = threading.Event()
+        self.latencies: list[float] = []
+        self.failures: list[str] = []
+        self.reads = 0
+        self.ingested: list[str] = []
+        self.threads = [threading.Thread(target=self._reader, args=(i,)) for i in range(4)]
+        self.threads.append(threading.Thread(target=self._ingester))
+
+    def _reader(self, i: int) -> None:
+        n = 0
+        while not self.stop.is_set():
+            question = self.questions[(i * 7919 + n) % len(self.questions)]
+            n += 1
+            start = time.perf_counter()
+            done = subprocess.run(doxa("belief", question, "--db", self.db, "--json"), capture_output=True,
+                                  text=True, env=ENV)
+            elapsed = time.perf_counter() - start
+            if done.returncode != 0:
+                self.failures.append(done.stderr.strip()[-300:])
+            else:
+                self.latencies.append(elapsed)
+                self.reads += 1
+
+    def _ingester(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            mid = f"conc-{self.tag}-{n}"
+            question = self.questions[n % len(self.questions)]
+            path = self.work / f"{mid}.jsonl"
+            path.write_text(json.dumps({"type": "message", "id": mid, "source": "src00001",
+                                        "sent_at": (S.AT - timedelta(hours=1)).isoformat(),
+                                        "text": f"benchmark message {mid}"}) + "\n"
+                            + json.dumps({"type": "reading", "message": mid, "question": question,
+                                          "reader": "reader-1", "probs": self.probs[question]}) + "\n")
+            done = subprocess.run(doxa("ingest", str(path), "--db", self.db), capture_output=True, text=True,
+                                  env=ENV)
+            path.unlink()
+            if done.returncode != 0:
+                self.failures.append(done.stderr.strip()[-300:])
+            else:
+                self.ingested.append(mid)
+            n += 1
+
+    def start(self, probs: dict[str, dict[str, float]]) -> "Loops":
+        self.probs = probs
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def finish(self) -> "Loops":
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+        return self
+
+
+def counted(db: str, ids: list[str]) -> tuple[int, int]:
+    """(reads in the log, folded or pending; how many of ``ids`` are stored messages)."""
+    from doxa.data.store import Store
+
+    with Store.open(db) as store:
+        reads = store.counts()["reads"]
+        found = store.execute("SELECT count(*) FROM messages WHERE id IN (SELECT unnest(?))", [ids or [""]]
+                              ).fetchone()[0]
+    return reads, int(found)
+
+
+def phase(db: str, work: Path, questions: list[str], probs, tag: str, train_args: list[str] | None,
+          seconds: float | None) -> dict:
+    reads_before, _ = counted(db, [])
+    train = None
+    if train_args is not None:
+        train = subprocess.Popen(doxa("train", "--db", db, *train_args, "--json"), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=ENV)
+        for line in train.stderr:
+            if line.startswith("loaded "):
+                break
+    start = time.perf_counter()
+    loops = Loops(db, work, questions, tag).start(probs)
+    if train is not None:
+        out, err = train.communicate()
+        if train.returncode != 0:
+            raise SystemExit(f"train failed: {err[-2000:]}")
+        result = json.loads(out)
+    else:
+        time.sleep(seconds)
+        result = None
+    loops.finish()
+    elapsed = time.perf_counter() - start
+    reads_after, landed = counted(db, loops.ingested)
+    return {"seconds": elapsed, "calls": len(loops.latencies) + len(loops.failures) + len(loops.ingested),
+            "belief calls": loops.reads, "ingests": len(loops.ingested), "failed": len(loops.failures),
+            "failures": loops.failures[:3], "lost reads": loops.reads - (reads_after - reads_before),
+            "lost records": 2 * (len(loops.ingested) - landed), "p50": percentile(loops.latencies, 0.5),
+            "p99": percentile(loops.latencies, 0.99), "train": result}
+
+
+def all_beliefs_ratio(db: str, repeats: int) -> dict:
+    from doxa.data.store import Store
+    from doxa.inference.read.memory import Memory
+
+    with Memory(Store.open(db)) as mem:
+        beliefs, scans = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            with mem.store.reading():
+                mem.store.execute("SELECT count(*), sum(unclear) FROM readings").fetchall()
+            scans.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            found = mem.beliefs(at=S.AT)
+            beliefs.append(time.perf_counter() - start)
+        with mem.store.reading():
+            kept = int(mem.store.kept_states(mem.store.question_table(), found.params_version or 0)["found"].sum())
+    return {"beliefs": len(found), "kept states used": kept, "all beliefs (median)": statistics.median(beliefs),
+            "scan (median)": statistics.median(scans),
+            "ratio": statistics.median(beliefs) / statistics.median(scans)}
+
+
+def after_new_message(db: str, work: Path, question: str, runs: int) -> dict:
+    from doxa.data.store import Store
+
+    with Store.open(db) as store:
+        options = store.question(question)["options"]
+    path = work / "one-new.jsonl"
+    mid = f"one-new-{time.time_ns()}"
+    path.write_text(json.dumps({"type": "message", "id": mid, "source": "src00002",
+                                "sent_at": (S.AT - timedelta(hours=2)).isoformat(), "text": "one new message"})
+                    + "\n" + json.dumps({"type": "reading", "message": mid, "question": question,
+                                         "reader": "reader-1",
+                                         "probs": {o: 1.0 / len(options) for o in options}}) + "\n")
+    subprocess.run(doxa("ingest", str(path), "--db", db), check=True, capture_output=True, env=ENV)
+    walls = {}
+    for name, command in {"doxa belief": doxa("belief", question, "--db", db, "--json"),
+                          "python -c 'import duckdb, numpy'": [sys.executable, "-c", "import duckdb, numpy"]}.items():
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, env=ENV)
+            times.append(time.perf_counter() - start)
+        walls[name] = statistics.median(times)
+    walls["ratio"] = walls["doxa belief"] / walls["python -c 'import duckdb, numpy'"]
+    return walls
+
+
+def release_cost(db: str, question: str, repeats: int) -> dict:
+    """One belief with the store held against one that opens and closes it (what releasing costs)."""
+    from doxa.data.store import Store
+    from doxa.inference.read.memory import Memory
+
+    mem = Memory(Store.open(db), log_reads=False)
+    released = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mem.belief(question)
+        released.append(time.perf_counter() - start)
+    held = []
+    with mem.store.reading():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            mem.belief(question)
+            held.append(time.perf_counter() - start)
+    mem.close()
+    return {"belief, store released between calls": statistics.median(released),
+            "belief, store held": statistics.median(held)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=100_000)
+    parser.add_argument("--readings", type=int, default=1_000_000)
+    parser.add_argument("--sources", type=int, default=2_000)
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--max-steps", type=int, default=300, help="SVI steps of the train (the fit's length)")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    work = Path(args.dir or tempfile.mkdtemp(prefix="doxa-conc-"))
+    work.mkdir(parents=True, exist_ok=True)
+    db = str(work / "scale.duckdb")
+    print(f"doxa concurrency benchmark: {args.questions:,} questions, {args.readings:,} readings "
+          f"({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {work})")
+    if not args.reuse:
+        for stale in (Path(db), Path(db + ".wal")):
+            stale.unlink(missing_ok=True)
+        counts = S.generate(work / "scale.jsonl", args.questions, args.readings, args.sources, 0)
+        seconds, lines, _ = S.ingest_file(db, work / "scale.jsonl", 250_000)
+        print(f"built: {sum(counts.values()):,} records ingested in {seconds:.0f} s")
+    from doxa.data.store import Store
+
+    with Store.open(db) as store:
+        rows = store.execute("SELECT id, options FROM questions ORDER BY id LIMIT 200").fetchall()
+    questions = [r[0] for r in rows]
+    probs = {q: {o: 1.0 / len(opts) for o in opts} for q, opts in rows}
+
+    train_args = ["--max-steps", str(args.max_steps), "--folds", "0", "--no-progress"]
+    during = phase(db, work, questions, probs, "fit", train_args, None)
+    idle = phase(db, work, questions, probs, "idle", None, during["seconds"])
+    print(f"\nreads and ingests for the whole fit ({during['seconds']:.0f} s; train published version "
+          f"{during['train']['version']}) and for as long with no fit (load average now {os.getloadavg()[0]:.1f}):")
+    print(f"  {'':<8} {'belief calls':>12} {'ingests':>8} {'failed':>7} {'lost reads':>11} {'lost records':>13} "
+          f"{'p50':>8} {'p99':>8}")
+    for name, p in (("fit", during), ("idle", idle)):
+        print(f"  {name:<8} {p['belief calls']:>12} {p['ingests']:>8} {p['failed']:>7} {p['lost reads']:>11} "
+              f"{p['lost records']:>13} {p['p50']:7.3f}s {p['p99']:7.3f}s")
+        for failure in p["failures"]:
+            print(f"    failure: {failure}")
+    print(f"  p99 during the fit / idle p99 = {during['p99'] / idle['p99']:.2f} (goal ≤ 3)")
+
+    ratio = all_beliefs_ratio(db, args.repeats)
+    print(f"\nevery belief at once with the read log ({ratio['beliefs']:,} beliefs, {ratio['kept states used']:,} "
+          f"from kept states): {ratio['all beliefs (median)']:.3f} s; one scan of readings "
+          f"{ratio['scan (median)']:.3f} s; ratio {ratio['ratio']:.1f}")
+    cold = after_new_message(db, work, questions[3], args.runs)
+    floor = cold["python -c 'import duckdb, numpy'"]
+    print(f"`doxa belief` after one new message: {cold['doxa belief']:.3f} s; floor {floor:.3f} s; ratio "
+          f"{cold['ratio']:.2f} (goal ≤ 1.2)")
+    cost = release_cost(db, questions[5], 20)
+    print("a long-lived owner: " + "; ".join(f"{k} {v * 1000:.1f} ms" for k, v in cost.items()))
+
+
+if __name__ == "__main__":
+    main()

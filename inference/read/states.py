@@ -1,0 +1,154 @@
+"""Kept filter states: a read costs what it must, not what the store holds.
+
+The scorer's belief in question ``q`` at time ``T`` is the forward filter run over its
+events, then decayed to ``T`` (scorer.py). Everything before the decay depends only on
+the evidence and the parameters, not on ``T``; so the state after each question's last
+event is kept in ``belief_states`` with the parameter version and the evidence epoch it
+was computed under, and a read at ``T ≥ last event`` is
+
+    b = ρ s + (1 - ρ) π,   ρ = exp(-λ (T - t_last))        (scorer.decay_states)
+    b_j ← 0 for options rejected by T; renormalise; the calibration map
+
+— a vectorised pass over Q × K numbers. A kept state counts only while its parameter
+version is the newest and no evidence of its question (nor a merge, split or undo) came
+after its epoch (:func:`doxa.data.writer.mark_evidence_changed`); any other question, or a
+read at a time before its last event, is filtered from its evidence as before. Both
+paths run the same numpy operations, so they agree to rounding (the property test asks
+1e-12).
+
+Who keeps them: `doxa train` computes every question's state from the evidence it fitted
+on and writes them with the version it publishes; each ingest that touches a few
+questions refreshes theirs in its own write (:func:`refresh`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from doxa.data.evidence import Evidence, QuestionTable
+from doxa.data.store import Store, to_days
+
+from . import params as P
+from . import scorer
+
+#: An ingest refreshes the kept states of at most this many questions in its own write; a
+#: bigger one leaves them to the nightly job (reads filter those questions meanwhile).
+REFRESH_AT_INGEST = 2000
+
+
+@dataclass
+class States:
+    """Filter states after each question's last event, in the question order of ``questions``."""
+
+    questions: QuestionTable
+    state: np.ndarray  # (Q, K_max)
+    last_t: np.ndarray  # (Q,) days; NaN for a question without events (state = prior)
+    n_evidence: np.ndarray  # (Q,)
+    n_settled: np.ndarray  # (Q,)
+
+
+def version_key(params: dict[str, Any]) -> int:
+    """The parameter version states are kept under (0: the defaults, nothing trained yet)."""
+    return int(params.get("version") or 0)
+
+
+def compute(evidence: Evidence, params: dict[str, Any]) -> States:
+    """Every question's state after its last event (all of ``evidence``, whatever its cut)."""
+    params = P.with_defaults(params)
+    inputs = scorer.model_inputs(evidence, params)
+    q, t, like = scorer.events(evidence, inputs.likelihood)
+    state, _, last_t = scorer.filter_states(inputs.prior, inputs.rate, q, t, like)
+    n_q = len(evidence.questions.ids)
+    return States(questions=evidence.questions, state=state, last_t=last_t,
+                  n_evidence=np.bincount(evidence.q, minlength=n_q),
+                  n_settled=np.bincount(evidence.settle_q, minlength=n_q))
+
+
+def write(store: Store, states: States, params: dict[str, Any], epoch: int, *, replace_all: bool = False) -> None:
+    """Keep ``states`` (computed from the evidence as of ``epoch``); inside the caller's write."""
+    store.write_states(states.questions.ids, states.questions.n_options, states.state, states.last_t,
+                       states.n_evidence, states.n_settled, version_key(params), epoch, replace_all=replace_all)
+
+
+def refresh(store: Store, params: dict[str, Any], question_ids: list[str] | None) -> int:
+    """Recompute and keep the states of ``question_ids`` (None: every question) now.
+
+    Runs inside a write session (no other process changes the evidence meanwhile), so the
+    states are those of the current epoch. Returns how many were kept.
+    """
+    with store.writing():
+        epoch = store.evidence_epoch()
+        evidence = store.load_evidence(None, question_ids)
+        states = compute(evidence, params)
+        write(store, states, params, epoch, replace_all=question_ids is None)
+    return len(states.questions.ids)
+
+
+def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,
+               subjects: list[str] | None = None) -> scorer.Beliefs:
+    """Beliefs at ``at`` from the kept states, filtering only the questions without a usable one.
+
+    Same result as ``scorer.score(store.load_evidence(at, question_ids), params, at)``.
+    """
+    params = P.with_defaults(params)
+    t_query = to_days(at)
+    with store.reading():
+        if subjects is not None and question_ids is None:
+            question_ids = []
+        questions = store.question_table(question_ids, subjects=subjects)
+        kept = store.kept_states(questions, version_key(params))
+        usable = kept["found"] & ~(kept["last_t"] > t_query)  # NaN (no events) is usable at any time
+        missing = np.flatnonzero(~usable)
+        fresh = None
+        if len(missing):
+            ids = questions.ids[missing].tolist()
+            fresh = store.load_evidence(at, ids)
+        rejections = store.rejections_up_to(questions, at)
+    n_q, k_max = len(questions.ids), questions.k_max
+    state = np.zeros((n_q, k_max))
+    last_t = np.full(n_q, np.nan)
+    n_evidence = np.zeros(n_q, dtype=np.int64)
+    n_settled = np.zeros(n_q, dtype=np.int64)
+    have = np.flatnonzero(usable)
+    state[have] = kept["state"][have, :k_max]
+    last_t[have] = kept["last_t"][have]
+    n_evidence[have] = kept["n_evidence"][have]
+    n_settled[have] = kept["n_settled"][have]
+    prior, rate = scorer.question_priors(_only_questions(questions), params)
+    if fresh is not None:
+        # the loaded questions are those missing, in the same id order
+        computed = compute(fresh, params)
+        state[missing] = computed.state[:, :k_max] if computed.state.shape[1] >= k_max else np.pad(
+            computed.state, ((0, 0), (0, k_max - computed.state.shape[1])))
+        last_t[missing] = computed.last_t
+        n_evidence[missing] = computed.n_evidence
+        n_settled[missing] = computed.n_settled
+    raw = scorer.decay_states(state, prior, rate, last_t, t_query if np.isfinite(t_query) else np.inf)
+    evidence = _only_questions(questions, rejections)
+    raw = scorer.apply_rejections(evidence, raw)
+    probs = scorer.apply_calibration(params["calibration"], raw)
+    return scorer.Beliefs(evidence=evidence, probs=probs, raw=raw, n_evidence=n_evidence, n_settled=n_settled,
+                          last_event=last_t, params_version=params.get("version"))
+
+
+def _only_questions(questions: QuestionTable, rejections: dict[str, np.ndarray] | None = None) -> Evidence:
+    """An :class:`Evidence` holding the questions (and their rejections) and no readings."""
+    from doxa.data.evidence import SourceTable
+
+    none_i, none_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+    rejections = rejections or {"q": none_i, "t": none_f, "answer": none_i}
+    return Evidence(
+        questions=questions, q=none_i, t=none_f, source_index=none_i, reader_index=none_i,
+        probs=np.zeros((0, questions.k_max)), unclear=none_f, unrelated=none_f, one_off=none_f,
+        settle_q=none_i, settle_t=none_f, settle_answer=none_i, settle_how=np.zeros(0, dtype=object),
+        reject_q=rejections["q"], reject_t=rejections["t"], reject_answer=rejections["answer"],
+        sources=SourceTable(ids=np.zeros(0, dtype=object), paths=np.zeros(0, dtype=object), trust=none_f),
+        readers=np.zeros(0, dtype=object),
+    )
+
+
+__all__ = ["States", "compute", "write", "refresh", "beliefs_at", "version_key", "REFRESH_AT_INGEST"]

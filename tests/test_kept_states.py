@@ -1,0 +1,153 @@
+"""Kept filter states (inference/states.py) never change a belief.
+
+A hypothesis property drives one store through a random interleaving of ingests,
+parameter publishes (as `doxa train` publishes: states computed from an earlier snapshot
+of the evidence, kept with the new version), merges and their undo, explicit refreshes and
+reads at random times; after every step, each read from the kept states equals the same
+read filtered from scratch to 1e-12.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import doxa
+from doxa.inference.read import params as P
+from doxa.inference.read import states
+from doxa.inference.learn.train import publish_with_posterior
+from test_scorer_properties import BASE, HORIZON_HOURS, worlds
+
+EXAMPLES = int(os.environ.get("DOXA_PROPERTY_EXAMPLES", "12"))
+EXACT = 1e-12
+#: "ingest" goes through the Memory (which refreshes the touched questions' states in the same
+#: write); "bulk ingest" through the store alone, as a big import does, leaving them stale.
+ACTIONS = ["ingest", "bulk ingest", "ingest", "snapshot", "publish", "merge", "undo", "refresh", "read"]
+
+
+def both_ways(memory, question_ids, at):
+    """(from the kept states, filtered from scratch): raw and calibrated probabilities."""
+    memory.keep_states = True
+    _, kept = memory._read(question_ids, at)
+    memory.keep_states = False
+    _, scratch = memory._read(question_ids, at)
+    memory.keep_states = True
+    return kept, scratch
+
+
+def assert_exact(memory, at, question_ids=None):
+    kept, scratch = both_ways(memory, question_ids, at)
+    assert kept.evidence.questions.ids.tolist() == scratch.evidence.questions.ids.tolist()
+    np.testing.assert_allclose(kept.raw, scratch.raw, rtol=0, atol=EXACT)
+    np.testing.assert_allclose(kept.probs, scratch.probs, rtol=0, atol=EXACT)
+    assert kept.n_evidence.tolist() == scratch.n_evidence.tolist()
+    assert kept.n_settled.tolist() == scratch.n_settled.tolist()
+    assert kept.params_version == scratch.params_version
+
+
+def a_document(draw, world, number: int) -> dict:
+    """A parameter document unlike the defaults: fitted-looking trust, priors, rates, calibration."""
+    doc = P.default_params()
+    doc["diagnostics"] = {"test": number}
+    for sid, (layers, _) in world.sources.items():
+        doc["trust"]["/".join(layers + [sid])] = {"mean": draw(st.floats(0.3, 0.97)), "lo": 0.1, "hi": 0.99, "n": 3}
+    for qid, (kind, options) in world.questions.items():
+        weights = draw(st.lists(st.floats(0.1, 5.0), min_size=len(options), max_size=len(options)))
+        rate = draw(st.floats(1e-4, 0.05))
+        doc["kinds"][kind] = {"options": options, "prior": [w / sum(weights) for w in weights],
+                              "change_rate": rate, "half_life_days": float(np.log(2) / rate)}
+    doc["calibration"] = draw(st.sampled_from([
+        {"method": "none"}, {"method": "temperature", "temperature": 1.7, "floor": 0.01},
+        {"method": "isotonic", "x": [0.0, 0.5, 0.9, 1.0], "y": [0.0, 0.45, 0.8, 0.97]}]))
+    return doc
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                      HealthCheck.data_too_large])
+@given(world=worlds(), data=st.data())
+def test_beliefs_from_kept_states_equal_beliefs_filtered_from_scratch(world, data):
+    draw = data.draw
+    records = list(world.records)
+    definitions = [r for r in records if r["type"] in ("subject", "source", "question")]
+    evidence = [r for r in records if r not in definitions]
+    memory = doxa.open(":memory:")
+    memory.ingest(definitions)
+    with memory.store.reading():  # a snapshot before any evidence: a publish may come from far behind
+        snapshot = (memory.store.load_evidence(None), memory.store.evidence_epoch())
+    merges: list[str] = []
+    published = 0
+    for step in range(draw(st.integers(4, 14), label="steps")):
+        action = draw(st.sampled_from(ACTIONS), label=f"action {step}")
+        if action in ("ingest", "bulk ingest") and evidence:
+            n = draw(st.integers(1, len(evidence)))
+            # messages before their readings: a batch takes whole message groups from the front
+            batch, evidence = evidence[:n], evidence[n:]
+            needed = {r["message"] for r in batch if r["type"] == "reading"} - {
+                r["id"] for r in batch if r["type"] == "message"}
+            batch = [r for r in records if r["type"] == "message" and r["id"] in needed
+                     and not memory.store.execute("SELECT 1 FROM messages WHERE id = ?", [r["id"]]).fetchall()] + batch
+            if action == "ingest":
+                memory.ingest(batch)
+            else:
+                memory.store.on_evidence_change = None
+                memory.store.ingest_records(batch)
+                memory.store.on_evidence_change = memory._refresh_states
+        elif action == "snapshot":
+            with memory.store.reading():
+                snapshot = (memory.store.load_evidence(None), memory.store.evidence_epoch())
+        elif action == "publish" and snapshot is not None:
+            published += 1
+            document = a_document(draw, world, published)
+            seen, epoch = snapshot
+            publish_with_posterior(memory.store, document, None, None,
+                                   kept_states=states.compute(seen, document), epoch=epoch)
+        elif action == "merge":
+            active = memory.store.question_table()
+            by_options = {}
+            for qid, key in zip(active.ids.tolist(), active.options_key.tolist()):
+                by_options.setdefault(key, []).append(qid)
+            pairs = [ids for ids in by_options.values() if len(ids) >= 2]
+            if pairs:
+                into, duplicate = draw(st.sampled_from(pairs))[:2]
+                op = f"op{len(merges)}-{step}"
+                memory.ingest([{"type": "question_merge", "id": op, "into": into, "from": duplicate, "by": "t"}])
+                merges.append(op)
+        elif action == "undo" and merges:
+            memory.ingest([{"type": "undo", "op": merges.pop(), "by": "t"}])
+        elif action == "refresh":
+            memory.refresh_states()
+        at = BASE + timedelta(hours=draw(st.integers(0, HORIZON_HOURS + 48), label=f"read time {step}"))
+        assert_exact(memory, at)
+        ids = memory.store.question_table().ids.tolist()
+        if ids:
+            one = draw(st.sampled_from(ids), label=f"question {step}")
+            assert_exact(memory, at, [one])
+    memory.close()
+
+
+def test_a_trained_store_reads_from_its_kept_states(tmp_path):
+    """Not only equal: after a publish, a read at a time past the evidence uses the kept states."""
+    from test_scorer_properties import END
+    import records as R
+
+    memory = doxa.open(str(tmp_path / "k.duckdb"))
+    memory.ingest(R.small_store_records())
+    with memory.store.reading():
+        seen, epoch = memory.store.load_evidence(None), memory.store.evidence_epoch()
+    document = P.default_params()
+    publish_with_posterior(memory.store, document, None, None, kept_states=states.compute(seen, document),
+                           epoch=epoch)
+    questions = memory.store.question_table()
+    kept = memory.store.kept_states(questions, 1)
+    assert kept["found"].all()
+    # an ingest touching one question leaves the others' states counting and refreshes its own
+    memory.ingest([R.message("late", "maya-chat", "2026-05-30T10:00:00", "still fish"),
+                   R.reading("late", "maya.diet", {"vegetarian": 0.1, "eats fish": 0.8, "eats meat": 0.1},
+                             reader="r2")])
+    assert memory.store.kept_states(questions, 1)["found"].all()
+    assert_exact(memory, END)
+    memory.close()
