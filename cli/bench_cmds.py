@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     world: Optional[str] = typer.Option(None, "--world", help="World config JSON (default: the `default` preset; "
-                                        "`quick`/`tiny` name presets too)."),
+                                        "`quick`, `tiny`, `campaign` name presets too)."),
     quick: bool = flag(False, "--quick", "The small `quick` world and a light schedule (≈ 1 minute)."),
     out: str = typer.Option("bench-out", "--out", help="Folder for report.md, results.json and the plots."),
     systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated subset of systems to run."),
@@ -30,6 +30,8 @@ def bench(
                                                 help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
     db: Optional[str] = db_option("Keep the replayed store in this file (default: in memory; "
                                   "an existing file is refused)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Draw the world (and pick the attacked beliefs) "
+                                       "with this seed instead of the config's."),
     as_json: bool = json_option("Machine-readable summary on standard output (an error is one JSON object on "
                                 "standard error)."),
 ):
@@ -52,7 +54,11 @@ def bench(
     if db is not None and db != ":memory:" and Path(db).exists():
         fail(f"--db {db} already exists: the bench replays a fresh world into it; pass a new path or delete it", 2)
 
+    if seed is not None:
+        config = config.with_overrides(seed=seed)
     settings = harness.BenchSettings.quick() if quick else harness.BenchSettings()
+    if seed is not None:
+        settings.seed = seed
     if systems:
         chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
         unknown = [s for s in chosen if s not in baselines.SYSTEM_NAMES]
@@ -113,5 +119,8 @@ def render_table(result, console) -> None:
     console.print("acc@80%: accuracy when the least certain 20% go to a person · AURC: area under the "
                   "risk–coverage curve (lower is better) · planted: median planted claims to flip a belief "
                   f"held at ≥ 0.9 (>{result.settings.get('planted_cap', 20)}: most held)", style="dim")
+    converged = result.convergence_line()
+    if converged:
+        console.print(converged, style="dim" if result.convergence()["not_converged"] == 0 else "bold yellow")
     console.print(f"Report: {result.files[-2] if len(result.files) >= 2 else '(not written)'} "
                   f"({result.timings.get('total_s', 0):.0f} s)")

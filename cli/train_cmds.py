@@ -26,7 +26,8 @@ def train(
     as_json: bool = json_option(),
     at: Optional[str] = at_option("Train on evidence up to this time (ISO 8601)."),
     confusion: str = typer.Option("auto", "--confusion",
-                                  help="Confusion matrices for biased sources: auto (when the data show bias), on, off."),
+                                  help="Confusion matrices for biased sources: auto (fit both forms, keep the one "
+                                       "that predicts held-out settlements better), on, off."),
     max_steps: int = typer.Option(3000, "--max-steps", min=10, help="Cap on SVI steps per fit."),
     learning_rate: float = typer.Option(0.05, "--learning-rate", min=1e-5, max=1.0, help="Adam step size."),
     folds: Optional[int] = typer.Option(
@@ -86,6 +87,11 @@ def _print_train(summary: dict, result) -> None:
         refit = summary["refit"]
         con.print(f"[yellow]the first fit diverged at step {refit['diverged_at_step']} ({refit['reason']}); "
                   f"fitted again from the start at learning rate {refit['learning_rate']:.3g}[/]")
+    from doxa.inference.learn.choice import summary_line
+
+    chosen = summary_line(summary.get("model_choice"))
+    if chosen:
+        con.print(chosen)
     report = result.document["diagnostics"]["calibration"]
     con.print(f"calibration map: {report['method']} (fitted on {report['n']} settlements, "
               f"{'held-out' if report.get('out_of_sample', True) else 'in-sample'} predictions)")

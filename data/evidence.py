@@ -78,6 +78,11 @@ class SourceTable:
     ids: np.ndarray  # (S,) object
     paths: np.ndarray  # (S,) object: layers/…/id
     trust: np.ndarray  # (S,) float64: user-stated trust, NaN where none
+    #: (S,) messages of each source with a counted reading up to the cut, on every question
+    #: (not only the loaded ones), so a source's history does not depend on which questions
+    #: were asked about; None where the caller built the table by hand (then the loaded
+    #: readings are counted)
+    readings: np.ndarray | None = None
 
 
 @dataclass

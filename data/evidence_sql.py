@@ -146,6 +146,26 @@ def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str,
     return cols, qi, si.reshape(-1).astype(np.int64), ri.reshape(-1).astype(np.int64), sources, reader_names
 
 
+def _source_readings(store: "Store", cutoff: datetime, source_ids: np.ndarray) -> np.ndarray:
+    """Messages of each of ``source_ids`` with a counted reading up to the cut, on any active question.
+
+    The same query whichever questions were loaded, so a source's history (what
+    :mod:`doxa.model.independence` reads) is the same for ``doxa belief Q`` as for a full read.
+    """
+    if len(source_ids) == 0:
+        return np.zeros(0, dtype=np.int64)
+    rows = store.execute(
+        """SELECT r.source, count(DISTINCT r.message) AS n FROM readings r JOIN questions q ON q.id = r.question
+           WHERE r.counts AND r.sent_at <= ? AND q.status = 'active' AND r.source IN (SELECT unnest(?))
+           GROUP BY r.source""", [cutoff, source_ids.tolist()]).fetchnumpy()
+    found = np.asarray(rows["source"], dtype=object)
+    order = np.argsort(found, kind="stable")
+    found, n = found[order], np.asarray(rows["n"], dtype=np.int64)[order]
+    at = np.minimum(np.searchsorted(found, source_ids), max(len(found) - 1, 0))
+    hit = (found[at] == source_ids) if len(found) else np.zeros(len(source_ids), dtype=bool)
+    return np.where(hit, n[at] if len(found) else 0, 0).astype(np.int64)
+
+
 def _outcomes(store: "Store", cutoff: datetime, question_ids: list[str] | None, questions) -> dict[str, np.ndarray]:
     """Settlements (``what`` 0) and rejections (1) up to the cut, each answer as its option's index."""
     if question_ids is None:
@@ -201,6 +221,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
     source_rank, source_index = _compact(si, len(sources["id"]))
     reader_rank, reader_index = _compact(ri, len(reader_names))
 
+    source_readings = _source_readings(store, cutoff, np.asarray(sources["id"], dtype=object)[source_rank])
     outcomes = _outcomes(store, cutoff, question_ids, questions)
     what = np.asarray(outcomes["what"])
     outcome_q = np.searchsorted(ids, np.asarray(outcomes["question"], dtype=object)) if len(what) else np.zeros(0)
@@ -233,6 +254,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
             ids=np.asarray(sources["id"], dtype=object)[source_rank],
             paths=np.asarray(sources["path"], dtype=object)[source_rank],
             trust=floats(sources["trust"])[source_rank],
+            readings=source_readings,
         ),
         readers=np.asarray(reader_names, dtype=object)[reader_rank],
         message=_take(cols["message"], keep, object) if with_messages else None,

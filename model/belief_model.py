@@ -8,7 +8,10 @@ One small hidden-Markov network per question ``q`` (``K`` options, kind ``k``):
 - a reading of a message from source ``s`` (reader output ``r`` over the options,
   ``u = unclear + unrelated``, ``o = one_off``) has the emission
 
-      L(j) = (u + (1-u) o) / K + (1-u)(1-o) Σ_c r̃_c C_s[j, c],      r̃ ∝ r^(1/τ_reader)
+      L(j) = (1 - c w) / K + c w Σ_c' r̃_c' C_s[j, c'],   w = (1-u)(1-o),   r̃ ∝ r^(1/τ_reader)
+
+  (``c`` the reading's independent share, 1 unless it belongs to a campaign of fresh
+  sources or repeats its own source: :mod:`doxa.model.independence`)
 
   with ``C_s[j, c] = α_s [j=c] + (1-α_s)[j≠c]/(K-1)`` (one number of trust) or a full
   confusion matrix for biased sources; for a reading stated with certainty ``L(j)`` is

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .events import LOG_ZERO, EventStream
-from .likelihood import Derived
+from .likelihood import Derived, noise_floor
 from .structure import ModelStructure
 
 #: A settlement is an observation; this leak keeps two contradicting settlements at one
@@ -66,10 +66,11 @@ class Chains:
     mix: torch.Tensor
     weight: torch.Tensor
     pair: torch.Tensor  # row in the group's confusion table, -1: one-number form
+    trust_weight: torch.Tensor  # weight of the slot in the trust gradient (settled first, see unsettled_weights)
     n_events: int
     subsample: int | None = None
 
-    SLOT_FIELDS = ("dt", "is_reading", "n_options", "leaf", "reader", "mix", "weight", "pair")
+    SLOT_FIELDS = ("dt", "is_reading", "n_options", "leaf", "reader", "mix", "weight", "pair", "trust_weight")
     OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option")
 
     @property
@@ -184,12 +185,49 @@ def _option_groups(ks: np.ndarray, slots_by_k: dict[int, int], depth_by_k: dict[
     return [tuple(g) for g in groups]
 
 
+#: Unsettled readings under a layer may weigh in a layer's trust at most this many times
+#: as much as its settled readings do (see :func:`unsettled_weights`).
+UNSETTLED_CAP = 1.0
+
+
+def unsettled_weights(stream: EventStream, structure: ModelStructure, cap: float | None = UNSETTLED_CAP
+                      ) -> np.ndarray:
+    """(E,) weight of each event in the gradient of trust: settled facts first.
+
+    A reading on a question with no settlement in the fit says how reliable its source
+    is only through agreement with other readings, and agreement is not independence
+    (a campaign agrees with itself). Under a layer ``p`` (a leaf's parent) with ``S_p``
+    readings on settled questions and ``U_p`` on unsettled ones, each unsettled reading
+    enters the trust gradient with weight ``γ_p = min(1, cap · S_p / U_p)``: together they
+    count at most ``cap`` times the layer's settled record, so self-agreement cannot run a
+    layer's trust away from what its settled record says. Values and every other
+    parameter's gradient are untouched (a cut, as for the reader temperature).
+    ``cap=None``: weight 1 everywhere (the plain marginal likelihood).
+    """
+    weight = np.ones(len(stream))
+    if cap is None or len(stream) == 0:
+        return weight
+    settled_q = np.bincount(stream.q[stream.is_settlement], minlength=stream.n_questions) > 0
+    reading = ~stream.is_settlement
+    parent = structure.tree.parent[stream.leaf[reading]]
+    group = np.where(parent >= 0, parent, stream.leaf[reading])
+    on_settled = settled_q[stream.q[reading]]
+    n = structure.n_nodes
+    s_count = np.bincount(group[on_settled], minlength=n).astype(np.float64)
+    u_count = np.bincount(group[~on_settled], minlength=n).astype(np.float64)
+    gamma = np.minimum(1.0, cap * s_count / np.maximum(u_count, 1.0))
+    weight[np.flatnonzero(reading)] = np.where(on_settled, 1.0, gamma[group])
+    return weight
+
+
 def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.float32,
-                events_per_step: int | None = None, merge: bool = True) -> list[Chains]:
+                events_per_step: int | None = None, merge: bool = True,
+                unsettled_cap: float | None = UNSETTLED_CAP) -> list[Chains]:
     """Lay out every question for the tree product, in option-count groups.
 
     ``events_per_step`` sets plate subsampling: each group draws its share of that many
     padded slots per step. ``merge=False`` keeps one group per option count.
+    ``unsettled_cap``: see :func:`unsettled_weights`.
     """
     if len(stream) == 0:
         return []
@@ -208,6 +246,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
     slots_by_k = {int(kk): int(slots[keep & (k_of == kk)].sum()) for kk in present}
     dt_all = np.maximum(np.where(stream.rank > 0, stream.t - np.r_[stream.t[:1], stream.t[:-1]], 0.0), 0.0)
 
+    trust_weight_all = unsettled_weights(stream, structure, unsettled_cap)
     out: list[Chains] = []
     depth_by_k = {int(kk): int(size_log2[keep & (k_of == kk)].max()) + 1 for kk in present}
     scale = 1.0 if events_per_step is None else min(1.0, events_per_step / max(total_slots, 1))
@@ -279,6 +318,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
             mix=torch.as_tensor(grid(stream.mix[ev], 0.0, np.float64), dtype=dtype),
             weight=torch.as_tensor(grid(stream.weight[ev], 0.0, np.float64), dtype=dtype),
             pair=torch.as_tensor(grid(pair, -1, np.int64)),
+            trust_weight=torch.as_tensor(grid(trust_weight_all[ev], 1.0, np.float64), dtype=dtype),
             n_events=len(ev),
             subsample=subsample,
         ))
@@ -300,15 +340,23 @@ def chains_likelihood(chains: Chains, derived: Derived, readings_only: bool = Fa
     tempered = tempered / tempered.sum(dim=0, keepdim=True)
     table = group_confusion_table(derived, chains.ks, k) if chains.has_pairs else None
     a = derived.trust[leaf] if derived.trust.numel() else torch.ones_like(chains.mix)
+    a = _settled_first(noise_floor(a, kq), chains.trust_weight)
     bracket = a * tempered + (1 - a) * (1 - tempered) / (kq - 1).clamp_min(1.0)
     if table is not None:
         with_pair = chains.pair >= 0
-        conf = table[chains.pair.clamp_min(0)]  # (L, K, K)
+        conf = _settled_first(table[chains.pair.clamp_min(0)], chains.trust_weight[:, None, None])  # (L, K, K)
         by_matrix = (conf * tempered.T[:, None, :]).sum(-1).T  # Σ_c C[j, c] r̃_c
         bracket = torch.where(with_pair, by_matrix, bracket)
     like = (chains.mix / kq + chains.weight * bracket) * chains.valid_by_option
     # without settlements, their slots are plain decay steps (L = 1)
     return torch.where(chains.is_reading, like, torch.ones_like(like) if readings_only else chains.fixed_like_by_option)
+
+
+def _settled_first(value: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``value`` unchanged, its gradient scaled by ``weight`` (1 where the question is settled)."""
+    if bool((weight >= 1).all()):
+        return value
+    return weight * value + (1 - weight) * value.detach()
 
 
 def chain_log_marginal(chains: Chains, derived: Derived, readings_only: bool = False) -> torch.Tensor:

@@ -8,6 +8,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 
+from .independence import independent_share
 from .structure import ModelStructure
 
 #: Stand-in for log 0 of a reader probability: finite so gradients stay finite, small
@@ -30,8 +31,8 @@ class EventStream:
     leaf: np.ndarray  # (E,) source leaf node (0 for settlements)
     reader: np.ndarray  # (E,)
     logr: np.ndarray  # (E, K_max) log of the reader's probabilities over the options (LOG_ZERO for 0)
-    mix: np.ndarray  # (E,) u + (1-u) o: the part of a reading that says nothing about the lasting answer
-    weight: np.ndarray  # (E,) (1-u)(1-o)
+    mix: np.ndarray  # (E,) 1 - weight: the part of a reading that says nothing about the lasting answer
+    weight: np.ndarray  # (E,) c (1-u)(1-o), c the reading's independent share (doxa.model.independence)
     reading_row: np.ndarray  # (E,) row in the evidence readings, -1 for settlements
     settlement_row: np.ndarray  # (E,) row in the evidence settlements, -1 for readings
     rank: np.ndarray  # (E,) position within the question's events
@@ -68,8 +69,9 @@ class EventStream:
                      np.zeros(n_s, np.int64)]
         reader = np.r_[evidence.reader_index.astype(np.int64), np.zeros(n_s, np.int64)]
         logr_all = np.vstack([logr, np.zeros((n_s, k_max))])
-        mix = np.r_[u + (1 - u) * o, np.zeros(n_s)]
-        weight = np.r_[(1 - u) * (1 - o), np.ones(n_s)]
+        informative = independent_share(evidence) * (1 - u) * (1 - o) if n else np.zeros(0)
+        mix = np.r_[1 - informative, np.zeros(n_s)]
+        weight = np.r_[informative, np.ones(n_s)]
         reading_row = np.r_[np.arange(n), np.full(n_s, -1)]
         settlement_row = np.r_[np.full(n, -1), s_rows]
 

@@ -29,11 +29,19 @@ class Derived:
 
 
 def trust_confusion_logits(trust_logit: torch.Tensor, k: int) -> torch.Tensor:
-    """log of the one-number confusion matrix α[j=c] + (1-α)[j≠c]/(K-1), shape (..., K, K)."""
-    on = torch.nn.functional.logsigmoid(trust_logit)[..., None, None]
-    off = torch.nn.functional.logsigmoid(-trust_logit)[..., None, None] - math.log(max(k - 1, 1))
+    """log of the one-number confusion matrix ᾱ[j=c] + (1-ᾱ)[j≠c]/(K-1), ᾱ = max(α, 1/K), shape (..., K, K)."""
+    at_floor = trust_logit < -math.log(max(k - 1, 1))  # α < 1/K: noise, read as chance
+    on = torch.where(at_floor, torch.full_like(trust_logit, -math.log(k)),
+                     torch.nn.functional.logsigmoid(trust_logit))[..., None, None]
+    off = torch.where(at_floor, torch.full_like(trust_logit, -math.log(k)),
+                      torch.nn.functional.logsigmoid(-trust_logit) - math.log(max(k - 1, 1)))[..., None, None]
     eye = torch.eye(k, dtype=trust_logit.dtype)
     return eye * on + (1 - eye) * off
+
+
+def noise_floor(trust: torch.Tensor, k) -> torch.Tensor:
+    """``ᾱ = max(α, 1/K)``: the part of a one-number trust below chance is noise, not contrarian."""
+    return torch.maximum(trust, 1.0 / torch.as_tensor(k, dtype=trust.dtype))
 
 
 # =============================================================================== likelihood
@@ -49,7 +57,7 @@ def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tens
     tempered = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
     tempered = tempered / tempered.sum(dim=-1, keepdim=True)
     if confusion is None:
-        a = trust[..., None]
+        a = noise_floor(trust, max(k, 1))[..., None]
         bracket = a * tempered + (1 - a) * (1 - tempered) / max(k - 1, 1)
     else:
         bracket = (confusion @ tempered[..., None]).squeeze(-1)

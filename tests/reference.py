@@ -31,13 +31,54 @@ def tempered(probs: list[float], temperature: float = 1.0) -> list[float]:
 
 
 def hand_likelihood(probs: list[float], unclear: float, unrelated: float, one_off: float,
-                    alpha: float, temperature: float = 1.0) -> list[float]:
-    """L(j) = (u + (1-u) o)/K + (1-u)(1-o)(α r̃_j + (1-α)(1-r̃_j)/(K-1))."""
+                    alpha: float, temperature: float = 1.0, share: float = 1.0) -> list[float]:
+    """L(j) = (1 - c w)/K + c w (ᾱ r̃_j + (1-ᾱ)(1-r̃_j)/(K-1)), w = (1-u)(1-o), ᾱ = max(α, 1/K)."""
     k = len(probs)
     u = unclear + unrelated
     o = one_off
-    return [(u + (1 - u) * o) / k + (1 - u) * (1 - o) * (alpha * x + (1 - alpha) * (1 - x) / (k - 1))
-            for x in tempered(probs, temperature)]
+    a = max(alpha, 1.0 / k)
+    w = share * (1 - u) * (1 - o)
+    return [(1 - w) / k + w * (a * x + (1 - a) * (1 - x) / (k - 1)) for x in tempered(probs, temperature)]
+
+
+def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: int = 3) -> list[float]:
+    """Independent share c of each reading (model/independence.py), one reading at a time.
+
+    ``readings``: dicts with ``question``, ``source``, ``day``, ``probs``, ``history`` (the
+    source's messages in the store). A reading states its single top option, if any; it
+    groups with same-answer readings of its question within ``burst_days`` (chained) that
+    come from fresh sources (if it is fresh too), or from its own source.
+    """
+    def stated(r):
+        ranked = sorted(range(len(r["probs"])), key=lambda j: -r["probs"][j])
+        if len(ranked) > 1 and r["probs"][ranked[0]] <= r["probs"][ranked[1]] + 1e-9:
+            return None
+        return ranked[0]
+
+    def group_size(i, same):
+        members = sorted((r["day"], j) for j, r in enumerate(readings) if same(j))
+        groups, last = [], None
+        for day, j in members:
+            if last is None or day - last > burst_days:
+                groups.append([])
+            groups[-1].append(j)
+            last = day
+        return next(len(g) for g in groups if i in g)
+
+    out = []
+    for i, r in enumerate(readings):
+        s = stated(r)
+        if s is None:
+            out.append(1.0)
+            continue
+        fresh = r["history"] <= fresh_messages
+        size = group_size(i, lambda j: readings[j]["question"] == r["question"] and stated(readings[j]) == s
+                          and readings[j]["source"] == r["source"])
+        if fresh:
+            size = max(size, group_size(i, lambda j: readings[j]["question"] == r["question"]
+                                        and stated(readings[j]) == s and readings[j]["history"] <= fresh_messages))
+        out.append(1.0 / size)
+    return out
 
 
 def bayes(belief: list[float], likelihood: list[float]) -> list[float]:

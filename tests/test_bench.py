@@ -121,9 +121,10 @@ def test_engram_decays_unused_memories(mem, rec):
 
 
 def test_wording_is_the_filter_at_face_value(mem, rec):
+    # days apart: two fresh sources agreeing within two days would be one campaign (model/independence.py)
     ev = _evidence(mem, rec, [
         ("m1", "s1", 1, {"a": 0.6, "b": 0.2, "c": 0.2}, 0.0, 0.0),
-        ("m2", "s2", 2, {"a": 0.5, "b": 0.25, "c": 0.25}, 0.0, 0.0),
+        ("m2", "s2", 5, {"a": 0.5, "b": 0.25, "c": 0.25}, 0.0, 0.0),
     ])
     probs = baselines.wording().predict(ev, LATER)[0]
     product = np.array([0.6 * 0.5, 0.2 * 0.25, 0.2 * 0.25])
@@ -284,3 +285,39 @@ def test_cli_bench_refuses_an_unknown_system(tmp_path):
                                      str(tmp_path)])
     assert found.exit_code == 2
     assert "psychic" in found.output
+
+
+def test_a_planted_source_repeating_itself_is_one_source(mem, rec):
+    ev = _evidence(mem, rec, [("m1", "s1", 1, {"a": 0.9, "b": 0.05, "c": 0.05}, 0.0, 0.0)])
+    cap = 3
+
+    def batch(ids):
+        return harness.PlantedBatch(
+            question=np.array([0]), wrong=np.array([2]), t=np.full((1, cap), to_days(datetime(2026, 2, 1))),
+            probs=np.tile([0.0, 0.0, 1.0], (1, cap, 1)), unclear=np.zeros((1, cap)), unrelated=np.zeros((1, cap)),
+            one_off=np.zeros((1, cap)), source_ids=np.array([ids], dtype=object),
+            source_paths=np.array([[f"web/forum/{i}" for i in ids]], dtype=object), reader="reader-1")
+
+    many, _ = harness.with_planted(ev, batch([f"p{i}" for i in range(cap)]))
+    one, pseudo = harness.with_planted(ev, batch(["p0"] * cap))
+    n_base = len(ev.sources.ids)
+    assert many.sources.readings[n_base:].tolist() == [1, 1, 1]
+    assert one.sources.ids[n_base:].tolist() == ["p0"] and one.sources.readings[n_base:].tolist() == [cap]
+    # one source's three identical claims a minute apart move doxa about as far as one claim
+    probs = baselines.doxa_equal().predict(one, LATER)
+    before, once, thrice = probs[pseudo[0, 0], 2], probs[pseudo[0, 1], 2], probs[pseudo[0, 3], 2]
+    assert once - before > 0.2 and abs(thrice - once) < 0.01
+
+
+def test_quick_run_reports_convergence(quick_result):
+    result, out, _ = quick_result
+    found = result.convergence()
+    if found is None:
+        pytest.skip("doxa-learned did not run here")
+    assert found["max_steps"] == 25 and len(found["fits"]) >= 1
+    # 25 steps is below the fit's minimum: it cannot converge, and the bench says so
+    assert not found["first_converged"] and found["not_converged"] == len(found["fits"])
+    line = result.convergence_line()
+    assert "the first fit did NOT converge" in line and "--train-steps" in line
+    assert "## Convergence" in (out / "report.md").read_text()
+    assert result.summary()["convergence"]["first_converged"] is False

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import doxa
 import records as R
-from reference import hand_likelihood, hand_trust
+from reference import hand_likelihood, hand_shares, hand_trust
 
 EXAMPLES = int(os.environ.get("DOXA_PROPERTY_EXAMPLES", "12"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None,
@@ -347,6 +347,12 @@ def test_without_change_the_belief_is_the_prior_plus_the_sum_of_log_likelihood_r
         version = memory.store.publish_params(body)
         found = {b.question: b for b in memory.beliefs(at=at)}
 
+    # a source's history: its messages with a reading up to the read's time
+    history: dict[str, set[str]] = {}
+    for r in world.readings:
+        sid, hours, _ = world.messages[r.message]
+        if hours <= at_h:
+            history.setdefault(sid, set()).add(r.message)
     for qid, (kind, options) in world.questions.items():
         k = len(options)
         prior = kinds[kind]["prior"] if kinds[kind]["options"] == options else [1] * k
@@ -356,11 +362,14 @@ def test_without_change_the_belief_is_the_prior_plus_the_sum_of_log_likelihood_r
         for r in sorted(world.readings, key=lambda r: r.reader):
             if r.question == qid and world.messages[r.message][1] <= at_h:
                 counted.setdefault(r.message, r)
-        for r in counted.values():
+        shares = hand_shares([{"question": qid, "source": world.messages[r.message][0],
+                               "day": world.messages[r.message][1] / 24.0, "probs": r.probs,
+                               "history": len(history[world.messages[r.message][0]])} for r in counted.values()])
+        for r, share in zip(counted.values(), shares):
             sid = world.messages[r.message][0]
             layers, stated = world.sources[sid]
             alpha = hand_trust("/".join([*layers, sid]), stated, fitted, by_top, 0.6)
-            like = hand_likelihood(r.probs, r.unclear, r.unrelated, r.one_off, alpha, temperatures[r.reader])
+            like = hand_likelihood(r.probs, r.unclear, r.unrelated, r.one_off, alpha, temperatures[r.reader], share)
             for j in range(k):
                 log_odds[j] += math.log(like[j])
         rejected = {a for q, a, h in world.rejections if q == qid and h <= at_h}

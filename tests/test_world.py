@@ -432,3 +432,81 @@ def test_config_errors_name_the_field(tmp_path):
         WorldConfig.load(path)
     with pytest.raises(WorldConfigError, match="choose one of"):
         WorldConfig.preset("huge")
+
+
+# ---------------------------------------------------------------------------- knobs (issue 15)
+def _quick_with(**changes):
+    return generate_world(WorldConfig.preset("quick").with_overrides(**changes))
+
+
+def _groups_with(config, layers, **fields):
+    groups = [g.model_dump(mode="json") for g in config.sources.groups]
+    for g in groups:
+        if g["layers"] == layers:
+            g.update(fields)
+    return {"groups": groups}
+
+
+def test_compromised_sources_turn_unreliable_on_their_day():
+    base = WorldConfig.preset("quick")
+    sources = _groups_with(base, ["friend", "close", "chat"],
+                           compromised={"share": 1.0, "day": 180.0, "trust": 0.2})
+    world = _quick_with(sources=sources)
+    t = world.truth.readings
+    rows = (t.role == "main") & ~t.noise & np.array([p.startswith("friend/close/chat/") for p in t.path.tolist()])
+    before, after = rows & (t.day < 180.0), rows & (t.day >= 180.0)
+    assert before.sum() > 100 and after.sum() > 100
+    assert (t.stated[before] == t.answer[before]).mean() > 0.45  # the friends' α (≈ 0.6)
+    assert (t.stated[after] == t.answer[after]).mean() == pytest.approx(0.2, abs=0.07)
+    np.testing.assert_allclose(t.alpha[after], 0.2)
+
+
+@pytest.mark.parametrize("bias", [1.0, 0.5])
+def test_biased_sources_state_their_favourite_when_wrong(bias):
+    base = WorldConfig.preset("quick")
+    world = _quick_with(sources=_groups_with(base, ["web", "forum"], bias=bias))
+    t = world.truth.readings
+    favourite = world.truth.favourite
+    assert favourite and all(sid.startswith("forum-user") for sid in favourite)
+    kind_of = {qid: info["kind"] for qid, info in world.truth.questions.items()}
+    options = world.truth.kind_options
+    fav = np.array([options[kind_of[q]].index(favourite[s][kind_of[q]]) if s in favourite else -1
+                    for s, q in zip(t.source.tolist(), t.question.tolist())])
+    rows = (t.role == "main") & ~t.noise & (fav >= 0) & (fav != t.answer) & (t.stated != t.answer)
+    k = t.n_options[rows]
+    assert rows.sum() > 100
+    # wrong: the favourite with probability bias, else uniformly one of the K-1 others
+    expected = np.mean(bias + (1 - bias) / (k - 1))
+    assert (t.stated[rows] == fav[rows]).mean() == pytest.approx(expected, abs=0.06)
+
+
+def test_settlements_fall_in_their_window():
+    world = _quick_with(settlements={"window_days": [200.0, 300.0]})
+    days = [world.record_days[i] for i, r in enumerate(world.records) if r["type"] == "settlement"]
+    assert len(days) > 50 and 200.0 <= min(days) and max(days) <= 300.0
+
+
+def test_a_group_carries_its_stated_trust():
+    base = WorldConfig.preset("tiny")
+    world = generate_world(base.with_overrides(sources=_groups_with(base, ["family", "parent", "call"],
+                                                                    stated_trust=0.9)))
+    stated = {r["id"]: r.get("trust") for r in world.records if r["type"] == "source"}
+    parents = [sid for sid, r in stated.items() if sid.startswith("parent")]
+    assert parents and all(stated[sid] == 0.9 for sid in parents)
+    assert all(v is None for sid, v in stated.items() if not sid.startswith("parent"))
+
+
+def test_knob_errors_name_the_field():
+    with pytest.raises(WorldConfigError, match="window_days"):
+        WorldConfig.preset("quick").with_overrides(settlements={"window_days": [300.0, 200.0]})
+    with pytest.raises(WorldConfigError, match=r"compromised\.day"):
+        WorldConfig.preset("quick").with_overrides(
+            sources=_groups_with(WorldConfig.preset("quick"), ["web", "forum"],
+                                 compromised={"share": 0.5, "day": 9999.0, "trust": 0.3}))
+
+
+def test_the_campaign_preset_attacks_a_trusted_layer_with_few_settlements():
+    campaign, default = WorldConfig.preset("campaign"), WorldConfig.preset("default")
+    assert campaign.planted.layers == ["friend", "close", "chat"] and campaign.planted.campaigns == 150
+    assert campaign.settlements.question_share == 0.1
+    assert campaign.kinds == default.kinds and campaign.sources.groups == default.sources.groups

@@ -155,7 +155,8 @@ class System:
 def without_stated_trust(evidence: Evidence) -> Evidence:
     """The same evidence with the user's stated source trust removed (for the equal-weight systems)."""
     src = evidence.sources
-    return replace(evidence, sources=SourceTable(ids=src.ids, paths=src.paths, trust=np.full(len(src.ids), np.nan)))
+    return replace(evidence, sources=SourceTable(ids=src.ids, paths=src.paths, trust=np.full(len(src.ids), np.nan),
+                                                 readings=src.readings))
 
 
 def equal_trust_params(trust: float = DEFAULT_TRUST, change_rate: float = DEFAULT_CHANGE_RATE) -> dict[str, Any]:

@@ -79,6 +79,9 @@ def evidence_until(evidence: Evidence, at: float) -> Evidence:
         reject_q=evidence.reject_q[r_keep], reject_t=evidence.reject_t[r_keep],
         reject_answer=evidence.reject_answer[r_keep],
         message=evidence.message[keep] if evidence.message is not None else None,
+        # a source's history as of ``at`` (the bench loads every question, so its rows are all of it)
+        sources=replace(evidence.sources, readings=np.bincount(evidence.source_index[keep],
+                                                               minlength=len(evidence.sources.ids))),
         at=float(at),
     )
 
@@ -155,9 +158,12 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
     p_m = plant_m[p_pseudo]
 
     n_src = len(evidence.sources.ids)
-    planted_ids = batch.source_ids.reshape(-1)
-    planted_paths = batch.source_paths.reshape(-1)
-    p_source = n_src + p_m * cap + p_claim
+    # one row per distinct planted source: a source repeating itself is one source to every system
+    planted_ids, first, claim_source = np.unique(batch.source_ids.reshape(-1).astype(str), return_index=True,
+                                                 return_inverse=True)
+    planted_ids = planted_ids.astype(object)
+    planted_paths = batch.source_paths.reshape(-1)[first]
+    p_source = n_src + claim_source.reshape(-1)[p_m * cap + p_claim]
     readers = evidence.readers
     if batch.reader in set(readers.tolist()):
         reader_index = int(np.flatnonzero(readers == batch.reader)[0])
@@ -192,11 +198,20 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
         reject_answer=evidence.reject_answer[r_rows],
         sources=SourceTable(ids=np.r_[evidence.sources.ids, planted_ids].astype(object),
                             paths=np.r_[evidence.sources.paths, planted_paths].astype(object),
-                            trust=np.r_[evidence.sources.trust, np.full(len(planted_ids), np.nan)]),
+                            trust=np.r_[evidence.sources.trust, np.full(len(planted_ids), np.nan)],
+                            readings=np.r_[_source_readings(evidence),
+                                           np.bincount(claim_source.reshape(-1), minlength=len(planted_ids))]),
         readers=readers,
         at=float(batch.t.max()) if batch.t.size else evidence.at,
     )
     return aug, np.arange(n_pseudo).reshape(m, levels)
+
+
+def _source_readings(evidence: Evidence) -> np.ndarray:
+    src = evidence.sources
+    if src.readings is not None:
+        return np.asarray(src.readings, dtype=np.int64)
+    return np.bincount(evidence.source_index, minlength=len(src.ids)).astype(np.int64)
 
 
 def _copy_rows(row_q: np.ndarray, base_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -227,9 +242,12 @@ class BenchSettings:
     # nightly job runs from the first night, so the first checkpoint is scored after a fit
     # too; a fresh store's cold start is what doxa-equal shows.
     retrain_at: tuple[int, ...] = (0, 3, 6)
-    train_steps: int = 500  # the fits converge in 400-450 steps on the default world
+    train_steps: int = 1000  # the first fit of the default world converges in ~600 steps, later ones in 300-400
     train_confusion: str = "off"
     train_events_per_step: int | None = 20_000  # SVI subsamples questions beyond this many events a step
+    # posterior draws behind each published mean: 40 cost 0.5 points of the default world's log-loss gap
+    # against 200 (Monte Carlo noise in ~1,400 sources' trust)
+    train_draws: int = 200
     train_folds: int = 0  # held-out folds for the calibration map (0: in-sample, see nightly_trainer)
     planted_cap: int = 20
     planted_questions: int = 150
@@ -240,7 +258,7 @@ class BenchSettings:
 
     @classmethod
     def quick(cls) -> "BenchSettings":
-        return cls(checkpoints=6, retrain_at=(2,), train_steps=60, planted_questions=60)
+        return cls(checkpoints=6, retrain_at=(2,), train_steps=60, planted_questions=60, train_draws=40)
 
 
 def default_retrain_at(checkpoints: int, times: int) -> tuple[int, ...]:
@@ -266,7 +284,7 @@ def nightly_trainer(store, settings: BenchSettings) -> Callable[[Evidence, float
     """
     options = {"max_steps": settings.train_steps, "min_steps": min(150, settings.train_steps),
                "confusion": settings.train_confusion, "events_per_step": settings.train_events_per_step,
-               "n_draws": 40}
+               "n_draws": settings.train_draws}
 
     def train_at(evidence: Evidence, at: float) -> dict[str, Any]:
         from doxa.inference.learn.train import train  # lazy: torch and pyro load only when doxa-learned retrains
@@ -312,11 +330,38 @@ class BenchResult:
             item = {"system": row["system"]}
             item.update({k: row.get(k) for k in METRIC_KEYS})
             for extra in ("acc_at_90_coverage", "acc_at_70_coverage", "accuracy_unsettled", "planted_held_share",
-                          "fit_seconds", "status", "note"):
+                          "planted_p10", "resistance", "fit_seconds", "status", "note"):
                 if extra in row:
                     item[extra] = row[extra]
             rows.append(item)
-        return _clean({"systems": rows, "world": self.world, "files": self.files})
+        return _clean({"systems": rows, "world": self.world, "files": self.files, "convergence": self.convergence()})
+
+    def convergence(self) -> dict[str, Any] | None:
+        """Did doxa-learned's fits converge by the fit's own plateau rule? None without doxa-learned.
+
+        ``first_converged`` is the one the issue asks about: the first fit starts from the
+        priors on the least data, so it is the slowest; later fits are listed too.
+        """
+        fits = next((r.get("fits") for r in self.systems if r["system"] == "doxa-learned" and r.get("fits")), None)
+        if not fits:
+            return None
+        return {"first_converged": bool(fits[0].get("converged")), "first_steps": fits[0].get("steps"),
+                "max_steps": self.settings.get("train_steps"),
+                "fits": [{"fit": i, "steps": f.get("steps"), "converged": bool(f.get("converged"))}
+                         for i, f in enumerate(fits)],
+                "not_converged": sum(1 for f in fits if not f.get("converged"))}
+
+    def convergence_line(self) -> str | None:
+        """One sentence on the fits' convergence (the report and the command's footer)."""
+        c = self.convergence()
+        if c is None:
+            return None
+        steps = ", ".join(f"{f['steps']}{'' if f['converged'] else ' (cap)'}" for f in c["fits"])
+        if c["not_converged"] == 0:
+            return f"doxa-learned: all {len(c['fits'])} fits converged (steps: {steps})."
+        first = "the first fit did NOT converge" if not c["first_converged"] else "the first fit converged"
+        return (f"doxa-learned: {c['not_converged']} of {len(c['fits'])} fits stopped at the {c['max_steps']}-step "
+                f"cap without converging; {first} (steps: {steps}). Raise --train-steps.")
 
 
 def _clean(value):
@@ -361,6 +406,7 @@ def world_summary(world, evidence: Evidence, ingest_counts: dict[str, int]) -> d
         "counted_readings": int(evidence.n_readings),
         "settlements": int(len(evidence.settle_q)),
         "planted_campaigns": len(t.campaigns),
+        "trusted_layer": trusted_layer(world),
         "kinds": len(t.prior),
         "reader_temperature": dict(t.reader_temperature),
         "half_life_days": {k: round(math.log(2) / r, 1) for k, r in t.change_rate.items()},
@@ -542,7 +588,9 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
         flips = planted.get(name, {})
         row = {"system": name, "status": "ok", **metrics,
                "planted_to_flip": flips.get("median"), "planted_held_share": flips.get("held_share"),
-               "planted_tested": flips.get("tested", 0),
+               "planted_tested": flips.get("tested", 0), "planted_p10": flips.get("p10"),
+               "resistance": {k: {m: v.get(m) for m in ("tested", "median", "p10", "held_share")}
+                              for k, v in flips.get("scenarios", {}).items()},
                "us_per_read": 1e6 * acc["seconds"] / max(acc["reads"], 1),
                "n_evaluated": int(len(truth))}
         if name in notes:
@@ -566,10 +614,87 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
     )
 
 
+#: What the resistance test plants on each confident belief (module docstring): three
+#: attacks, and an honest change that a system must follow rather than resist.
+SCENARIOS = ("new_sources", "one_source", "trusted_layer", "honest_change")
+
+
+def trusted_layer(world) -> list[str]:
+    """Layers of the most trusted pooled source group (not the user, not per-subject, not assistant)."""
+    t = world.truth
+    groups = [g for g in world.config.sources.groups
+              if g.layers[0] not in ("assistant", "user") and g.leaves != "per_subject" and g.share > 0]
+    best = max(groups, key=lambda g: t.node_trust.get("/".join(g.layers), 0.0))
+    return list(best.layers)
+
+
+def scenario_batch(world, evidence: Evidence, base: PlantedBatch, scenario: str) -> PlantedBatch | None:
+    """The planted claims of ``base`` re-attributed for ``scenario`` (same texts, times and readings).
+
+    ``one_source``: every claim about a question from the first claim's one new source;
+    ``trusted_layer``: the new sources sit under :func:`trusted_layer`; ``honest_change``:
+    the claims come from sources that already spoke about the question (most active
+    first, in turn), at one-hour spacing, as when the truth really changes. Questions
+    heard only from planted or assistant sources get no honest change (``None`` rows
+    are dropped by the caller through ``keep``).
+    """
+    if scenario == "new_sources":
+        return base
+    ids, paths = base.source_ids.copy(), base.source_paths.copy()
+    t = base.t.copy()
+    if scenario == "one_source":
+        ids[:] = ids[:, :1]
+        paths[:] = paths[:, :1]
+    elif scenario == "trusted_layer":
+        prefix = "/".join(trusted_layer(world))
+        paths = np.array([[f"{prefix}/{i}" for i in row] for row in ids.tolist()], dtype=object).reshape(ids.shape)
+    elif scenario == "honest_change":
+        src = evidence.sources
+        excluded = np.array([p.startswith("assistant") or p.rsplit("/", 1)[-1] in world.truth.planted_sources
+                             for p in src.paths.tolist()], dtype=bool)
+        keep = np.ones(len(base.question), dtype=bool)
+        cap = t.shape[1]
+        for i, q in enumerate(base.question.tolist()):
+            rows = evidence.source_index[evidence.q == q]
+            rows = rows[~excluded[rows]]
+            if not len(rows):
+                keep[i] = False
+                continue
+            speakers, counts = np.unique(rows, return_counts=True)
+            speakers = speakers[np.argsort(-counts, kind="stable")]
+            turn = speakers[np.arange(cap) % len(speakers)]
+            ids[i] = src.ids[turn]
+            paths[i] = src.paths[turn]
+        t = t[:, :1] + np.arange(cap)[None, :] / 24.0
+        if not keep.any():
+            return None
+        return replace(base, question=base.question[keep], wrong=base.wrong[keep], t=t[keep],
+                       probs=base.probs[keep], unclear=base.unclear[keep], unrelated=base.unrelated[keep],
+                       one_off=base.one_off[keep], source_ids=ids[keep], source_paths=paths[keep])
+    else:
+        raise ValueError(f"unknown scenario {scenario!r}; choose from {SCENARIOS}")
+    return replace(base, source_ids=ids, source_paths=paths, t=t)
+
+
+def flip_summary(flips: np.ndarray, cap: int) -> dict[str, Any]:
+    """Median and 10th percentile of claims needed (``cap + 1``: held against all), share that held."""
+    return {
+        "tested": int(len(flips)),
+        "median": float(np.median(flips)) if len(flips) else None,
+        "p10": float(np.percentile(flips, 10, method="lower")) if len(flips) else None,
+        "held_share": float(np.mean(flips > cap)) if len(flips) else None,
+        "histogram": np.bincount(flips, minlength=cap + 2).tolist(),
+    }
+
+
 def planted_resistance(world, evidence: Evidence, systems: list[baselines.System], final_probs: dict[str, np.ndarray],
                        evaluated: np.ndarray, truth: np.ndarray, day: float, settings: BenchSettings,
                        tick: Progress) -> dict[str, dict[str, Any]]:
-    """For each system: planted claims needed to flip its confident, correct beliefs (see module doc)."""
+    """For each system: claims needed to flip its confident, correct beliefs, per scenario (module doc).
+
+    The top-level ``median`` / ``p10`` / ``held_share`` / ``tested`` are those of
+    ``new_sources``; each scenario has its own under ``scenarios``.
+    """
     cap = settings.planted_cap
     rng = np.random.default_rng(settings.seed)
     qt = evidence.questions
@@ -586,7 +711,7 @@ def planted_resistance(world, evidence: Evidence, systems: list[baselines.System
         top = np.argmax(probs[evaluated], axis=1)
         confident = evaluated[(probs[evaluated].max(axis=1) >= 0.9) & (top == truth)]
         if not len(confident):
-            out[system.name] = {"tested": 0, "median": None, "held_share": None}
+            out[system.name] = {"tested": 0, "median": None, "p10": None, "held_share": None, "scenarios": {}}
             tick("planted claims", 1)
             continue
         pick = np.sort(np.random.default_rng([settings.seed, 1]).permutation(confident)[:settings.planted_questions])
@@ -606,16 +731,17 @@ def planted_resistance(world, evidence: Evidence, systems: list[baselines.System
             unclear=np.vstack([b.unclear for b in parts]), unrelated=np.vstack([b.unrelated for b in parts]),
             one_off=np.vstack([b.one_off for b in parts]), source_ids=np.vstack([b.source_ids for b in parts]),
             source_paths=np.vstack([b.source_paths for b in parts]), reader=parts[0].reader)
-        aug, pseudo = with_planted(evidence, batch)
         tick(f"planted claims: {system.name}", 0)
-        aug_probs = system.predict(aug, float(batch.t.max()) + 1.0 / 1440.0)
-        flips = flips_needed(aug_probs, pseudo, batch.wrong)
-        out[system.name] = {
-            "tested": int(len(flips)),
-            "median": float(np.median(flips)),
-            "held_share": float(np.mean(flips > cap)),
-            "histogram": np.bincount(flips, minlength=cap + 2).tolist(),
-        }
+        found: dict[str, Any] = {}
+        for scenario in SCENARIOS:
+            variant = scenario_batch(world, evidence, batch, scenario)
+            if variant is None:
+                continue
+            aug, pseudo = with_planted(evidence, variant)
+            aug_probs = system.predict(aug, float(variant.t.max()) + 1.0 / 1440.0)
+            found[scenario] = flip_summary(flips_needed(aug_probs, pseudo, variant.wrong), cap)
+        out[system.name] = {**{k: found["new_sources"][k] for k in ("tested", "median", "p10", "held_share",
+                                                                      "histogram")}, "scenarios": found}
         tick("planted claims", 1)
     return out
 
@@ -734,6 +860,35 @@ def table_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def resistance_markdown(result: BenchResult) -> list[str]:
+    """The resistance table: claims to flip per attack (median / 10th percentile), and the honest change."""
+    cap = result.settings.get("planted_cap", 20)
+    ok = [r for r in result.systems if r.get("status") == "ok" and r.get("resistance")]
+    if not ok:
+        return []
+
+    def cell(value):
+        return "—" if value is None else (f">{cap}" if value > cap else f"{value:g}")
+
+    oracle = next((r["resistance"].get("honest_change", {}) for r in ok if r["system"] == "oracle"), {})
+    lines = ["", "## Resistance", "",
+             f"Claims to flip a belief held at ≥ 0.9 (median / 10th percentile; >{cap}: held against all "
+             f"{cap}): one new source per claim; one new source repeating itself; new sources inside the "
+             f"trusted layer `{'/'.join(result.world.get('trusted_layer', []))}`. Honest change: messages from "
+             "sources that already spoke about the question, an hour apart, until the system follows (lower is "
+             "better; × the oracle's median).", "",
+             "| system | new sources | one source repeating | trusted-layer campaign | honest change followed | × oracle |",
+             "|---|---|---|---|---|---|"]
+    for r in ok:
+        res = r["resistance"]
+        cells = [f"{cell(res.get(k, {}).get('median'))} / {cell(res.get(k, {}).get('p10'))}"
+                 for k in ("new_sources", "one_source", "trusted_layer")]
+        honest = res.get("honest_change", {}).get("median")
+        ratio = (honest / oracle["median"]) if honest is not None and oracle.get("median") else None
+        lines.append(f"| {r['system']} | " + " | ".join(cells) + f" | {cell(honest)} | {_fmt(ratio, '.2f')} |")
+    return lines
+
+
 def render_markdown(result: BenchResult, images: list[str]) -> str:
     w = result.world
     s = result.settings
@@ -762,6 +917,10 @@ def render_markdown(result: BenchResult, images: list[str]) -> str:
     notes = [r for r in result.systems if r.get("note")]
     if notes:
         lines += [""] + [f"- **{r['system']}**: {r['note']}" for r in notes]
+    lines += resistance_markdown(result)
+    converged = result.convergence_line()
+    if converged:
+        lines += ["", "## Convergence", "", converged]
     if result.learning:
         lines += ["", "## Learning speed (doxa-learned)", "",
                   "| checkpoint | day | settlements seen | retrained | accuracy | trust error, layers | "

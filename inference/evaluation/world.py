@@ -54,7 +54,7 @@ import json
 import math
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Literal, Union
@@ -126,6 +126,14 @@ class TruthConfig(_Strict):
     change_rate_log_sd: float = Field(ge=0.0)
 
 
+class CompromiseConfig(_Strict):
+    """A share of a group's sources turns unreliable on one day (honest, then compromised)."""
+
+    share: float = Field(gt=0.0, le=1.0, description="share of the group's leaves that are compromised")
+    day: float = Field(ge=0.0, description="world day from which they state the truth with `trust`")
+    trust: float = Field(gt=0.0, lt=1.0, description="their reliability from that day on")
+
+
 class SourceGroup(_Strict):
     """Leaf sources sharing one layer path."""
 
@@ -137,6 +145,11 @@ class SourceGroup(_Strict):
     popularity: float = Field(default=1.0, ge=0.0, description="Zipf exponent over leaves")
     prefix: str | None = Field(default=None, description="leaf id prefix (pooled) or suffix (per_subject)")
     kinds: list[str] | None = Field(default=None, description="kinds this group talks about (None: all)")
+    bias: float = Field(default=0.0, ge=0.0, le=1.0, description="when wrong, the chance a source states its "
+                        "favourite option of the kind (one per source and kind) instead of a uniform other one")
+    compromised: CompromiseConfig | None = None
+    stated_trust: float | None = Field(default=None, gt=0.0, lt=1.0, description="user-stated trust on every "
+                                       "source of the group (instead of sources.stated_trust_share's noisy truth)")
 
 
 class SourcesConfig(_Strict):
@@ -182,6 +195,8 @@ class SettlementsConfig(_Strict):
     rate_per_day: float = Field(ge=0.0)
     question_share: float = Field(ge=0.0, le=1.0)
     how: dict[str, float]
+    window_days: tuple[float, float] | None = Field(default=None, description="[from, to] world days: settlements "
+                                                   "fall only in this window (None: the whole run)")
 
 
 class WorldConfig(_Strict):
@@ -294,6 +309,14 @@ class WorldConfig(_Strict):
             problems.append("settlements.how: shares must have a positive sum")
         if self.settlements.rate_per_day > 0 and not self.settlements.how:
             problems.append("settlements.how: give the share of each kind of settlement")
+        if self.settlements.window_days is not None:
+            lo_w, hi_w = self.settlements.window_days
+            if not 0 <= lo_w < hi_w <= self.days:
+                problems.append(f"settlements.window_days: give [from, to] with 0 <= from < to <= days ({self.days})")
+        for i, group in enumerate(self.sources.groups):
+            if group.compromised is not None and group.compromised.day >= self.days:
+                problems.append(f"sources.groups[{i}].compromised.day: {group.compromised.day} is past the run's "
+                                f"end (days = {self.days})")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -482,6 +505,10 @@ class WorldTruth:
     campaigns: list[PlantedCampaign]
     settled_questions: set[str]
     readings: ReadingTruth
+    #: source id → {kind: option}: the option a biased source favours when wrong (biased groups only)
+    favourite: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: source id → (world day, α from then on), for compromised sources
+    compromised: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ time
     def day_of(self, moment: float | str | datetime | date) -> float:
@@ -782,9 +809,12 @@ class _Generator:
 
     def __init__(self, config: WorldConfig):
         self.cfg = config
-        streams = np.random.SeedSequence(config.seed).spawn(10)
+        # the knobs added later (bias, compromise) draw from an eleventh stream: spawning one more
+        # child leaves the first ten as they were, so an old config gives the same records
+        streams = np.random.SeedSequence(config.seed).spawn(11)
         (self.r_kinds, self.r_people, self.r_trust, self.r_truth, self.r_msgs, self.r_read,
-         self.r_copies, self.r_planted, self.r_settle, self.r_text) = [np.random.default_rng(s) for s in streams]
+         self.r_copies, self.r_planted, self.r_settle, self.r_text, self.r_knobs) = [
+            np.random.default_rng(s) for s in streams]
         self.horizon = int(round(config.days * SECONDS_PER_DAY))
         self.start = datetime(config.start.year, config.start.month, config.start.day)
 
@@ -922,6 +952,35 @@ class _Generator:
             ids[i]: round(float(noisy[i]), 3)
             for i in np.flatnonzero(stated & ~self.group_assistant[self.source_group]).tolist()
         }
+        for g, group in enumerate(cfg.sources.groups):
+            if group.stated_trust is not None and not self.group_assistant[g]:
+                self.stated_trust.update({ids[i]: float(group.stated_trust)
+                                          for i in np.flatnonzero(self.source_group == g).tolist()})
+        self.source_knobs()
+
+    def source_knobs(self) -> None:
+        """Each source's favourite option per kind, bias, and compromise (day, trust); from ``r_knobs``."""
+        cfg, rng = self.cfg, self.r_knobs
+        n = len(self.source_ids)
+        groups = cfg.sources.groups
+        self.source_bias = np.array([groups[g].bias for g in self.source_group.tolist()]) if n else np.zeros(0)
+        self.favourite = np.zeros((n, len(cfg.kinds)), dtype=np.int64)
+        if self.source_bias.any():
+            self.favourite = (rng.random((n, len(cfg.kinds))) * self.k_of_kind[None, :]).astype(np.int64)
+        self.compromised_from = np.full(n, np.inf)  # seconds
+        self.compromised_logit = np.zeros(n)
+        for g, group in enumerate(groups):
+            if group.compromised is None:
+                continue
+            members = np.flatnonzero(self.source_group == g)
+            hit = members[rng.random(len(members)) < group.compromised.share]
+            self.compromised_from[hit] = group.compromised.day * SECONDS_PER_DAY
+            self.compromised_logit[hit] = logit(group.compromised.trust)
+
+    def alpha_at(self, leaf: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Reliability of each (source, time): its α, or its compromised trust once compromised."""
+        late = t >= self.compromised_from[leaf]
+        return sigmoid(np.where(late, self.compromised_logit[leaf], self.source_logit[leaf]))
 
     def pick_leaves(self, rng: np.random.Generator, groups: np.ndarray, persons: np.ndarray) -> np.ndarray:
         leaves = np.zeros(groups.shape[0], dtype=np.int64)
@@ -977,14 +1036,22 @@ class _Generator:
         self.m_reader = _categorical(rng, readers, np.zeros(n, dtype=np.int64))
 
     def read(self, rng: np.random.Generator, q: np.ndarray, t: np.ndarray, alpha: np.ndarray,
-             u: np.ndarray, o: np.ndarray, reader: np.ndarray, force: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The message → stated option → reading part of the story, for many rows at once."""
+             u: np.ndarray, o: np.ndarray, reader: np.ndarray, force: np.ndarray | None = None,
+             leaf: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The message → stated option → reading part of the story, for many rows at once.
+
+        ``leaf`` (the sending source of each row) applies its group's ``bias``.
+        """
         n = q.size
         k = self.q_k[q]
         truth = self.answer(q, t)
         noise = rng.random(n) < u + (1.0 - u) * o
         correct = rng.random(n) < alpha
         other = (truth + 1 + rng.integers(0, np.maximum(k - 1, 1))) % k
+        if leaf is not None and self.source_bias.any():
+            favourite = self.favourite[leaf, self.q_kind[q]]
+            leans = (self.r_knobs.random(n) < self.source_bias[leaf]) & (favourite != truth)
+            other = np.where(leans, favourite, other)
         uniform = rng.integers(0, k)
         stated = np.where(noise, uniform, np.where(correct, truth, other))
         if force is not None:
@@ -1005,8 +1072,8 @@ class _Generator:
     def readings(self) -> None:
         cfg, rng = self.cfg, self.r_read
         n = self.m_q.size
-        alpha = sigmoid(self.source_logit[self.m_leaf])
-        main = self.read(rng, self.m_q, self.m_t, alpha, self.m_u, self.m_o, self.m_reader)
+        alpha = self.alpha_at(self.m_leaf, self.m_t)
+        main = self.read(rng, self.m_q, self.m_t, alpha, self.m_u, self.m_o, self.m_reader, leaf=self.m_leaf)
         # cross readings: the same message read against another question of its subject
         person = self.q_person[self.m_q]
         cross = (rng.random(n) < cfg.reading.cross_rate) & (self.q_count[person] > 1)
@@ -1015,7 +1082,8 @@ class _Generator:
         span = self.q_count[person[rows]]
         other_q = self.q_start[person[rows]] + (local + 1 + rng.integers(0, np.maximum(span - 1, 1))) % span
         u_x = rng.beta(*cfg.reading.cross_unclear, size=rows.size)
-        extra = self.read(rng, other_q, self.m_t[rows], alpha[rows], u_x, self.m_o[rows], self.m_reader[rows])
+        extra = self.read(rng, other_q, self.m_t[rows], alpha[rows], u_x, self.m_o[rows], self.m_reader[rows],
+                          leaf=self.m_leaf[rows])
         self.reading_msg = np.concatenate([np.arange(n), rows])
         self.reading_q = np.concatenate([self.m_q, other_q])
         self.reading_role = np.concatenate([np.full(n, "main", dtype=object), np.full(rows.size, "cross", dtype=object)])
@@ -1057,7 +1125,10 @@ class _Generator:
         settled = rng.random(n_q) < cfg.settlements.question_share
         counts = rng.poisson(cfg.settlements.rate_per_day * cfg.days, size=n_q) * settled
         s_q = np.repeat(np.arange(n_q), counts)
-        s_t = rng.integers(0, self.horizon, size=s_q.size)
+        window = cfg.settlements.window_days
+        lo, hi = (0, self.horizon) if window is None else (int(window[0] * SECONDS_PER_DAY),
+                                                           int(window[1] * SECONDS_PER_DAY))
+        s_t = rng.integers(lo, hi, size=s_q.size)
         order = np.lexsort((s_t, s_q))
         self.s_q, self.s_t = s_q[order], s_t[order]
         self.s_answer = self.answer(self.s_q, self.s_t)
@@ -1331,6 +1402,12 @@ class _Generator:
             campaigns=[],
             settled_questions={qid for q, qid in enumerate(self.q_ids) if self.settled[q]},
             readings=readings,
+            favourite={self.source_ids[i]: {kind.name: kind.options[int(self.favourite[i, k])]
+                                            for k, kind in enumerate(cfg.kinds)}
+                       for i in np.flatnonzero(self.source_bias > 0).tolist()},
+            compromised={self.source_ids[i]: (float(self.compromised_from[i] / SECONDS_PER_DAY),
+                                              float(sigmoid(self.compromised_logit[i])))
+                         for i in np.flatnonzero(np.isfinite(self.compromised_from)).tolist()},
         )
 
     def add_planted_truth(self, world: World, chunks: list[list[dict]], days: list[float]) -> None:

@@ -38,7 +38,7 @@ def bias_statistic(evidence: Evidence, structure: ModelStructure, document: dict
     b = result.predictive[reading]
     k = structure.question_k[stream.q[reading]].astype(np.float64)[:, None]
     valid = np.arange(b.shape[1])[None, :] < k
-    alpha = derived.trust.numpy()[stream.leaf[reading]][:, None]
+    alpha = np.maximum(derived.trust.numpy()[stream.leaf[reading]][:, None], 1.0 / k)
     m = stream.mix[reading][:, None]
     expected = m / k + (1 - m) * (alpha * b + (1 - alpha) * (1 - b) / np.maximum(k - 1, 1))
     expected = np.where(valid, expected, 0.0)

@@ -106,7 +106,7 @@ def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=
         for node, kind in zip(table.node.tolist(), table.kind.tolist()):
             matrix, _ = confusion_for_source(doc, str(s.tree.paths[node]), str(s.kinds[kind]), k)
             if matrix is None:
-                a = alpha[node]
+                a = max(alpha[node], 1.0 / k)
                 matrix = np.where(np.eye(k, dtype=bool), a, (1 - a) / max(k - 1, 1))
             matrices.append(np.asarray(matrix, dtype=np.float64))
         if doc.get("confusion"):

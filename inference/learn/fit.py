@@ -22,7 +22,7 @@ from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init
 
 from doxa.data.evidence import Evidence
 from doxa.model.belief_model import belief_model, derive
-from doxa.model.chains import make_chains
+from doxa.model.chains import UNSETTLED_CAP, make_chains
 from doxa.model.events import EventStream
 from doxa.model.structure import ModelStructure
 
@@ -76,6 +76,11 @@ class BeliefFit:
     that shows an excess (``z > bias_z``) is the confusion-matrix form fitted, warm-started,
     and kept if its ELBO is higher by more than ``confusion_margin`` nats plus three
     standard errors. ``"on"`` always fits and keeps it; ``"off"`` never fits it.
+    ``keep_forms=True`` (with ``"auto"``) fits both forms whatever the bias statistic and
+    keeps both (``forms_``), for the nightly job to choose between them by held-out
+    settled facts (:mod:`doxa.inference.learn.choice`, :meth:`use_form`): the bias test and
+    the ELBO say how well a form explains the readings, not how well it predicts what
+    will be settled, and on real crowd sets they kept the wrong one.
 
     Fitted state: ``structure_``, ``guide_``, ``losses_`` (loss = −ELBO per step, both
     forms concatenated when two were fitted), ``converged_``, ``steps_``, ``seconds_``,
@@ -103,6 +108,8 @@ class BeliefFit:
         seed: int = 0,
         progress: bool = True,
         num_threads: int | None = 1,
+        unsettled_cap: float | None = UNSETTLED_CAP,
+        keep_forms: bool = False,
     ):
         if confusion not in CONFUSION_CHOICES:
             raise ValueError(f"confusion must be one of {CONFUSION_CHOICES}, not {confusion!r}")
@@ -125,10 +132,12 @@ class BeliefFit:
         self.seed = seed
         self.progress = progress
         self.num_threads = num_threads
+        self.unsettled_cap = unsettled_cap
+        self.keep_forms = keep_forms
 
     _OPTIONS = ("confusion", "max_steps", "min_steps", "learning_rate", "window", "patience", "rel_tol", "lr_drop",
                 "events_per_step", "guide", "n_draws", "confusion_margin", "bias_z", "blowup_factor", "seed", "progress",
-                "num_threads")
+                "num_threads", "unsettled_cap", "keep_forms")
 
     def get_params(self) -> dict[str, Any]:
         """The constructor options (as in scikit-learn), e.g. to refit with the same settings."""
@@ -152,7 +161,8 @@ class BeliefFit:
         pyro.set_rng_seed(self.seed)
         structure = init_from.structure_ if init_from is not None else ModelStructure.from_evidence(evidence)
         stream = EventStream.from_evidence(evidence, structure, settlement_mask)
-        chains = make_chains(stream, structure, events_per_step=self.events_per_step)
+        chains = make_chains(stream, structure, events_per_step=self.events_per_step,
+                             unsettled_cap=self.unsettled_cap)
         if not chains:
             raise NothingToFit("no question has two or more options and any evidence: nothing to fit")
         self.structure_ = structure
@@ -178,8 +188,8 @@ class BeliefFit:
             guide, use_confusion, converged = plain, False, run.converged
             self.elbo_by_form_["trust"] = -self._tail_mean(run.losses)
             draws = self._draws(structure, chains, False, plain)
-            try_confusion = self.confusion == "on"
-            if self.confusion == "auto" and structure.pairs:
+            try_confusion = self.confusion == "on" or (self.confusion == "auto" and self.keep_forms)
+            if self.confusion == "auto" and structure.pairs and not try_confusion:
                 self.bias_ = bias_statistic(evidence, structure, document_from_draws(structure, draws))
                 try_confusion = self.bias_["z"] > self.bias_z
             if try_confusion and structure.pairs:
@@ -190,6 +200,7 @@ class BeliefFit:
                 gain = self.elbo_by_form_["confusion"] - self.elbo_by_form_["trust"]
                 noise = math.hypot(self._tail_se(run.losses), self._tail_se(run_c.losses))
                 self.confusion_gain_ = gain
+                self.forms_ = {False: (plain, run.converged), True: (rich, run_c.converged)}
                 if self.confusion == "on" or gain > self.confusion_margin + 3 * noise:
                     guide, use_confusion, converged = rich, True, run_c.converged
                     draws = None
@@ -203,6 +214,17 @@ class BeliefFit:
         if getattr(self, "draws_", None) is None or init_from is not None:
             self.draws_ = self._draws(structure, chains, use_confusion, guide)
         self.seconds_ = time.perf_counter() - started
+        return self
+
+    def use_form(self, confusion: bool) -> "BeliefFit":
+        """Keep the one-number (``False``) or confusion form of a ``keep_forms`` fit (held-out choice)."""
+        forms = getattr(self, "forms_", None)
+        if not forms or confusion not in forms:
+            raise ValueError("use_form needs a fit with keep_forms=True that fitted both forms")
+        if bool(confusion) != bool(self.confusion_):
+            self.guide_, self.converged_ = forms[confusion]
+            self.confusion_ = bool(confusion)
+            self.draws_ = self._draws(self.structure_, self.chains_, self.confusion_, self.guide_)
         return self
 
     def _model(self, structure, chains, confusion):

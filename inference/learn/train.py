@@ -1,7 +1,9 @@
 """The nightly job (docs/design.md §4): load → fit → calibrate → publish, atomically.
 
 1. Load the counted evidence (:meth:`Store.load_evidence`, vectorised).
-2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`).
+2. Fit the hierarchical model by SVI (:class:`doxa.inference.learn.fit.BeliefFit`); with
+   ``confusion="auto"`` both forms (one number of trust, confusion matrices), keeping the
+   one that predicts held-out settlements better (:mod:`doxa.inference.learn.choice`).
 3. Out-of-sample predictions for calibration: settled questions are split into folds;
    each fold's settlements are hidden, the fit is warm-started without them, and for
    each hidden settlement the filter gives the belief the scorer would have shown just
@@ -29,27 +31,15 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
-from doxa.inference.learn.document import derived_from_document
+from doxa.inference.learn.choice import choose_form
 from doxa.inference.read import states
 from doxa.inference.learn.fit import BeliefFit, FitDiverged, NothingToFit
+from doxa.inference.learn.predictions import SettlementPredictions, predict_settlements
 from doxa.model import logistic
-from doxa.model.filter import filter_evidence
-from doxa.model.structure import ModelStructure
 
 #: Above this many settlements, one more settlement moves the global parameters so
 #: little that in-sample predictions are as good as held-out ones: skip the refits.
 IN_SAMPLE_ABOVE = 20_000
-
-
-@dataclass
-class SettlementPredictions:
-    """For each settlement: the belief just before it, and what it turned out to be."""
-
-    probs: np.ndarray  # (n, K_max)
-    answer: np.ndarray  # (n,)
-    question: np.ndarray  # (n,) question index
-    t: np.ndarray  # (n,) days
-    out_of_sample: bool
 
 
 @dataclass
@@ -72,42 +62,13 @@ class TrainResult:
             "converged": diag.get("converged"),
             "refit": diag.get("refit"),
             "confusion": diag.get("confusion"),
+            "model_choice": diag.get("model_choice"),
             "n_readings": diag.get("n_readings"),
             "n_settlements": diag.get("n_settlements"),
             "calibration": {k: self.calibration.report()[k] for k in ("method", "before", "after")},
             "moved": self.moved,
             "posterior": self.posterior_path,
         }
-
-
-def predict_settlements(evidence: Evidence, structure: ModelStructure, document: dict[str, Any],
-                        rows: np.ndarray | None = None) -> SettlementPredictions:
-    """The belief the scorer would have shown just before each settlement (``rows``: which ones)."""
-    derived = derived_from_document(structure, document)
-    result, stream = filter_evidence(evidence, structure, derived)
-    at_settlement = np.flatnonzero(stream.is_settlement)
-    s_rows = stream.settlement_row[at_settlement]
-    if rows is not None:
-        keep = np.isin(s_rows, rows)
-        at_settlement, s_rows = at_settlement[keep], s_rows[keep]
-    probs = result.predictive[at_settlement]
-    q = evidence.settle_q[s_rows]
-    t = evidence.settle_t[s_rows]
-    probs = _zero_rejected(evidence, probs, q, t)
-    return SettlementPredictions(probs=probs, answer=evidence.settle_answer[s_rows], question=q, t=t,
-                                 out_of_sample=False)
-
-
-def _zero_rejected(evidence: Evidence, probs: np.ndarray, q: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Options the user had rejected by then read 0, as in the scorer."""
-    if len(evidence.reject_q) == 0 or len(q) == 0:
-        return probs
-    probs = probs.copy()
-    for rq, rt, ra in zip(evidence.reject_q.tolist(), evidence.reject_t.tolist(),
-                          evidence.reject_answer.tolist()):  # rejections are few; settlements vectorised
-        probs[(q == rq) & (t >= rt), ra] = 0.0
-    total = probs.sum(axis=1, keepdims=True)
-    return np.where(total > 0, probs / np.where(total > 0, total, 1.0), probs)
 
 
 def settlement_predictions(fit: BeliefFit, evidence: Evidence, *, folds: int | None = 3, seed: int = 0,
@@ -284,9 +245,13 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
                            "settled facts, so the defaults stay in use. Record what the user or the world says "
                            "with `doxa correct`, `doxa approve` or `doxa outcome`, then train again")
     options = {"seed": seed, "progress": progress, **(fit_options or {})}
-    fit, refit = fit_or_refit(evidence, options)
+    choosing = options.get("confusion", "auto") == "auto"
+    fit, refit = fit_or_refit(evidence, {**options, "keep_forms": choosing})
+    choice = choose_form(fit, evidence, seed=seed, progress=progress) if choosing else None
     document = fit.params_document()
     document["diagnostics"]["refit"] = refit
+    if choice is not None:
+        document["diagnostics"]["model_choice"] = choice
 
     predictions = settlement_predictions(fit, evidence, folds=folds, seed=seed, progress=progress)
     calibration = OutputCalibration(seed=seed, **(calibration_options or {})).fit(predictions.probs, predictions.answer, predictions.question)

@@ -14,9 +14,17 @@ filter over its events in time order::
 A reading's likelihood, with ``u = unclear + unrelated``, ``o = one_off``, the reader's
 probabilities ``r`` renormalised over the options and tempered ``r̃ ∝ r^(1/τ)``::
 
-    L_i(j) = (u + (1-u) o) / K + (1-u)(1-o) · B_i(j)
-    B_i(j) = α_s r̃_j + (1-α_s)(1-r̃_j)/(K-1)          (one number of trust)
+    L_i(j) = (1 - c_i w_i) / K + c_i w_i · B_i(j),   w_i = (1-u)(1-o)
+    B_i(j) = ᾱ r̃_j + (1-ᾱ)(1-r̃_j)/(K-1),  ᾱ = max(α_s, 1/K)   (one number of trust)
     B_i(j) = Σ_c r̃_c C_s[j, c]                        (a biased source's confusion matrix)
+
+The floor ``ᾱ ≥ 1/K`` makes a source whose trust says it is noise move beliefs toward
+nothing: only a confusion matrix (fitted where settled facts show a source systematically
+states a wrong answer) can make a statement count against what it states.
+
+``c_i`` is the reading's independent share (:mod:`doxa.model.independence`): 1 for most
+readings, ``1/n`` for each of ``n`` same-answer readings of one campaign of fresh sources
+or of one source repeating itself, so together they count about once.
 
 A settlement is ``L = one-hot(answer)`` at its time. With ``λ = 0`` the filter is the
 familiar sum ``log p_j/p_m = log π_j/π_m + Σ_i log L_i(j)/L_i(m)``.
@@ -36,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from doxa.data.evidence import Evidence
+from doxa.model.independence import independent_share
 
 from .params import confusion_for_source, kind_change_rate, kind_prior, reader_temperature, trust_for_source, with_defaults
 
@@ -132,6 +141,7 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
     mask = np.arange(k_max)[None, :] < k[:, None]
     tempered = tempered_reading(evidence, params)
     alpha = alpha_src[evidence.source_index] if n else np.zeros(0)
+    alpha = np.maximum(alpha, 1.0 / np.maximum(k, 1.0))  # below chance is noise, not contrarian
     kk = k[:, None]
     bracket = alpha[:, None] * tempered + (1.0 - alpha[:, None]) * (1.0 - tempered) / np.maximum(kk - 1.0, 1.0)
     trust_used = alpha.copy()
@@ -140,7 +150,8 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
         trust_used[used] = np.nan
     u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)[:, None]
     o = np.clip(evidence.one_off, 0.0, 1.0)[:, None]
-    like = (u + (1.0 - u) * o) / kk + (1.0 - u) * (1.0 - o) * bracket
+    informative = independent_share(evidence)[:, None] * (1.0 - u) * (1.0 - o)
+    like = (1.0 - informative) / kk + informative * bracket
     like = np.where(mask, like, 0.0)
     return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where)
 

@@ -1,0 +1,107 @@
+"""Agreement is not independence (issue 15): a campaign of fresh sources, or one source
+repeating itself, counts about once; corroboration by sources with a history counts in
+full; the scorer and the model's filter agree on all of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from doxa.data.store import Store
+from doxa.inference.read import params, scorer
+from doxa.model.independence import BURST_DAYS, FRESH_READINGS, independent_share
+
+PARAMS = {"trust": {"friend": {"mean": 0.8, "lo": 0.8, "hi": 0.8, "n": 100}}}
+
+
+def store_with(messages):
+    """One yes/no question about ``sam``; ``messages``: (source, day, answer) triples.
+
+    Every source also has ``history[source]`` older readings on questions of its own, so
+    its history is what the test says, whatever question is loaded.
+    """
+    records = [{"type": "subject", "id": "sam", "name": "Sam"},
+               {"type": "question", "id": "sam.q", "subject": "sam", "kind": "k", "text": "q?",
+                "shape": "yes_no", "options": ["yes", "no"]}]
+    sources = sorted({s for s, _, _ in messages})
+    records += [{"type": "source", "id": s, "layers": ["friend"]} for s in sources]
+    n = 0
+
+    def say(source, day, question, answer):
+        nonlocal n
+        n += 1
+        records.append({"type": "message", "id": f"m{n}", "source": source,
+                        "sent_at": f"2024-02-{day:02d}T12:00:00Z", "text": f"{source} {n}"})
+        records.append({"type": "reading", "message": f"m{n}", "question": question, "reader": "r",
+                        "probs": {"yes": float(answer == "yes"), "no": float(answer == "no")},
+                        "unclear": 0.0, "unrelated": 0.0, "one_off": 0.0})
+
+    for source, day, answer in messages:
+        say(source, day, "sam.q", answer)
+    return records, say
+
+
+def belief(records, question="sam.q"):
+    store = Store.memory()
+    store.ingest_records(records)
+    evidence = store.load_evidence(None, [question])
+    return evidence, scorer.score(evidence, {**PARAMS}).probs[0, 0]
+
+
+def test_a_burst_of_fresh_sources_counts_about_once():
+    one, _ = store_with([("fresh-0", 1, "yes")])
+    six, _ = store_with([(f"fresh-{i}", 1, "yes") for i in range(6)])
+    _, p_one = belief(one)
+    evidence, p_six = belief(six)
+    np.testing.assert_allclose(independent_share(evidence), 1 / 6)
+    assert p_one > 0.75  # one claim at trust 0.8 is evidence
+    assert p_six < p_one + 0.08  # six fresh accounts in one burst: about as much as one
+
+
+def test_fresh_sources_days_apart_each_count():
+    records, _ = store_with([(f"fresh-{i}", 1 + 3 * i, "yes") for i in range(4)])
+    evidence, p = belief(records)
+    assert BURST_DAYS < 3
+    np.testing.assert_allclose(independent_share(evidence), 1.0)
+    assert p > 0.98
+
+
+def test_sources_with_a_history_corroborate_in_full():
+    records, say = store_with([(f"friend-{i}", 1, "yes") for i in range(4)])
+    for i in range(4):  # each has spoken before, about other questions
+        for j in range(FRESH_READINGS):
+            records.append({"type": "question", "id": f"sam.other{i}{j}", "subject": "sam", "kind": "k",
+                            "text": f"other {i}{j}?", "shape": "yes_no", "options": ["yes", "no"]})
+            say(f"friend-{i}", 20, f"sam.other{i}{j}", "no")
+    evidence, p = belief(records)  # only sam.q is loaded: history counts every question
+    np.testing.assert_allclose(independent_share(evidence), 1.0)
+    assert p > 0.98
+
+
+def test_one_source_repeating_itself_counts_once():
+    once, _ = store_with([("friend-0", 1, "yes")])
+    again, _ = store_with([("friend-0", 1, "yes"), ("friend-0", 1, "yes"), ("friend-0", 2, "yes")])
+    _, p_once = belief(once)
+    evidence, p_again = belief(again)
+    np.testing.assert_allclose(independent_share(evidence), 1 / 3)
+    assert p_again == pytest.approx(p_once, abs=0.06)
+
+
+def test_the_models_filter_reads_the_campaign_as_the_scorer_does():
+    import torch
+
+    from doxa.inference.learn.document import derived_from_document
+    from doxa.model.filter import filter_evidence
+    from doxa.model.structure import ModelStructure
+
+    records, _ = store_with([(f"fresh-{i}", 1, "yes") for i in range(5)] + [("friend-x", 1, "no"),
+                                                                             ("friend-x", 2, "no")])
+    store = Store.memory()
+    store.ingest_records(records)
+    evidence = store.load_evidence(None)
+    doc = params.with_defaults(PARAMS)
+    structure = ModelStructure.from_evidence(evidence)
+    result, _ = filter_evidence(evidence, structure, derived_from_document(structure, doc, torch.float64))
+    ours = scorer.apply_rejections(evidence, result.belief)
+    np.testing.assert_allclose(ours, scorer.score(evidence, doc, calibrate=False).raw, atol=1e-10)
+    assert 0.2 < ours[0, 0] < 0.8  # five fresh accounts against one friend twice: neither wins outright
