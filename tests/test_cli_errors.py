@@ -138,7 +138,8 @@ def test_extensions_never_load_or_install_themselves():
     assert settings == {"autoload_known_extensions": "false", "autoinstall_known_extensions": "false"}
 
 
-def test_a_held_lock_names_the_process_that_holds_it(db):
+def test_a_held_lock_names_the_process_that_holds_it(db, monkeypatch):
+    monkeypatch.setenv("DOXA_LOCK_TIMEOUT", "0.5")  # the bounded wait itself is tests/test_concurrency.py's
     holder = subprocess.Popen(
         [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
                                "time.sleep(60)", db], stdout=subprocess.PIPE, text=True)
