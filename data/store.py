@@ -100,6 +100,12 @@ def _reads(method):
     return wrapper
 
 
+def _lines_of(path) -> Iterable[str]:
+    """The lines of a UTF-8 file, read again (the per-line path after the fast one)."""
+    with open(path, encoding="utf-8") as handle:
+        yield from handle
+
+
 class Store:
     """A doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block.
 
@@ -128,6 +134,8 @@ class Store:
         self.folded_reads = 0
         #: called with what an ingest changed, inside its write session (the Memory refreshes kept states)
         self.on_evidence_change = None
+        #: which path stored the last ingest_lines/ingest_file: "fast" (fast_ingest) or "per-line"
+        self.last_ingest_path: str | None = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -289,19 +297,69 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------------ ingest
-    def ingest_lines(self, lines: Iterable[str], *, name: str | None = None) -> dict[str, int]:
+    def ingest_lines(self, lines: Iterable[str], *, name: str | None = None, fast: bool | None = None,
+                     reopen=None) -> dict[str, int]:
         """Validate and ingest JSON Lines; all or nothing. Returns new rows per table.
 
         With ``name`` (a file's), input without a single record is refused as empty: a file
         meant to hold records that holds none is a mistake to report, not "nothing new".
+
+        Inputs of :data:`~doxa.data.fast_ingest.FAST_MIN_LINES` lines or more are checked
+        column by column and written by joins (:mod:`doxa.data.fast_ingest`), in blocks, so
+        memory stays bounded; whatever that cannot prove valid goes through the per-line
+        checks, which give the exact problems. ``fast`` forces (True) or skips (False) the
+        fast attempt; ``reopen()``, when given, reads the same lines again (a file's path).
+        :attr:`last_ingest_path` says which path stored the last ingest ("fast" or "per-line").
         """
         from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting, not on `doxa belief`
 
+        if fast is not False:
+            added, lines = self._ingest_fast(lines, force=bool(fast), reopen=reopen)
+            if added is not None:
+                return added
+        self.last_ingest_path = "per-line"
         batch = ingest_mod.parse_lines(lines)
         if name is not None and batch.lines == 0:
             raise StoreError(f"{'standard input' if name == '-' else name} is empty: no records to ingest "
                              "(one JSON object a line; see docs/formats.md)")
         return self.ingest_batch(batch)
+
+    def _ingest_fast(self, lines: Iterable[str], *, force: bool, reopen):
+        """(new rows per table, None) when the fast path stored the input; else (None, the lines
+        to read again from the first). The staging runs without holding the store; only the
+        joins and inserts run in the write session."""
+        import itertools
+
+        from . import fast_ingest
+
+        replay = fast_ingest.Replay(lines, reopen)
+        try:
+            source = iter(replay.source())
+            head = list(itertools.islice(source, fast_ingest.FAST_MIN_LINES))
+            if len(head) < fast_ingest.FAST_MIN_LINES and not force:
+                return None, head
+            try:
+                stage = fast_ingest.stage_lines(itertools.chain(head, source), spool=replay.spool())
+            except fast_ingest.NotProved as why:
+                fast_ingest.debug(why.reason)
+                return None, list(replay.again()) if replay.iterator is not None else replay.again()
+            try:
+                with self.writing():
+                    self.use_one_thread(False)
+                    changes: dict[str, Any] = {}
+                    try:
+                        added = fast_ingest.write_stage(self.con, stage.path, changes)
+                    except fast_ingest.NotProved as why:
+                        fast_ingest.debug(why.reason)
+                        return None, list(replay.again()) if replay.iterator is not None else replay.again()
+                    if changes.get("questions") and self.on_evidence_change is not None:
+                        self.on_evidence_change(changes)  # still holding the file: nothing came in between
+                    self.last_ingest_path = "fast"
+                    return added, None
+            finally:
+                stage.close()
+        finally:
+            replay.close()
 
     def ingest_records(self, records: Iterable[dict], *, also=None) -> dict[str, int]:
         from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting
@@ -315,7 +373,7 @@ class Store:
             raise StoreError(f"{path} is a directory: give a JSON Lines file")
         try:
             with open(path, encoding="utf-8") as handle:
-                return self.ingest_lines(handle, name=str(path))
+                return self.ingest_lines(handle, name=str(path), reopen=lambda: _lines_of(path))
         except FileNotFoundError:
             raise StoreError(f"no such file: {path}") from None
         except UnicodeDecodeError as err:

@@ -1,0 +1,685 @@
+"""The fast ingest path: whole columns checked at once in DuckDB, references resolved by joins.
+
+:mod:`doxa.data.ingest` and :mod:`doxa.data.writer` stay the contract: the pydantic
+models define what a valid record is and every error message comes from them. This
+module only *proves* a file valid, column by column, and writes it when it can; a
+file it cannot prove valid is handed back untouched (:class:`NotProved`) and the
+per-line path ingests it, or explains exactly as before what is wrong. The checks
+here are therefore conservative: a doubtful value (a time in a rare ISO form, a
+probability sum at the edge of the tolerance, an alias added to a stored subject)
+is "not proved", never "accepted".
+
+Two phases, so that the store is held only while it must be (docs/concurrency.md):
+
+1. **Staging, no lock.** Lines are read in blocks of :data:`BLOCK_LINES` (memory stays
+   bounded), parsed by DuckDB's JSON functions and checked per column; proven rows go to
+   a private DuckDB file on disk. Checks within the file (an id given twice differently)
+   run there too, and each new message's fingerprint is computed.
+2. **Writing, in the store's write session.** The staging file is attached read-only; joins
+   against the store resolve references (a reading's message and question, a message's
+   source, …) and find records already stored (skipped: re-ingest is a no-op) or stored
+   differently (an edit: not proved, so the per-line path refuses it with today's message).
+   New rows are inserted with ``INSERT … SELECT`` in ONE transaction: a file lands whole or
+   not at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import duckdb
+import pyarrow as pa
+
+from . import models
+from .connection import CONNECT_CONFIG
+from .ingest import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
+from .sql import sql_literal
+from .writer import complete_readings, insert_terms, mark_evidence_changed
+
+#: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
+BLOCK_LINES = 100_000
+#: Below this many lines the per-line path is about as fast and needs no staging file.
+FAST_MIN_LINES = 5_000
+#: Sums this close to the edge of the tolerance are left to the per-line check (``math.fsum``
+#: there, plain double addition here: they may differ in the last bits).
+SUM_MARGIN = 1e-9
+
+
+class NotProved(Exception):
+    """The fast checks could not prove the file valid; ``reason`` says which check (for tests and logs)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ------------------------------------------------------------------------ character classes
+def _re2_class(chars: Iterable[str]) -> str:
+    """An RE2 character class of exactly these characters, as ``\\x{…}`` ranges."""
+    points = sorted({ord(c) for c in chars})
+    ranges, start, prev = [], None, None
+    for p in points:
+        if start is None:
+            start = prev = p
+        elif p == prev + 1:
+            prev = p
+        else:
+            ranges.append((start, prev))
+            start = prev = p
+    if start is not None:
+        ranges.append((start, prev))
+    body = "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges)
+    return f"[{body}]"
+
+
+#: What :func:`doxa.data.models._name` refuses, derived from the same definitions: an empty
+#: value, a control character, white space (Python's ``str.isspace``) at either end.
+_CONTROLS = _re2_class(c for c in map(chr, range(0x10000)) if models._CONTROL.match(c) and not 0xD800 <= ord(c) <= 0xDFFF)
+_SPACES = _re2_class(c for c in map(chr, range(0x110000)) if c.isspace())
+NAME_REFUSED = f"^$|{_CONTROLS}|^{_SPACES}|{_SPACES}$"
+#: The ISO 8601 forms proved here; :func:`doxa.data.times.parse_time` reads many more (those go the per-line way).
+TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+             r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$")
+#: A comma before a closing bracket: DuckDB's parser accepts it, the per-line one does not.
+TRAILING_COMMA = r",[ \t\r\n]*[}\]]"
+#: Texts whose fingerprint SQL computes exactly as :func:`doxa.data.ingest.normalise_text` does: in
+#: printable ASCII plus tab, newline and carriage return, Python's ``\s``, ``lower`` and ``strip``
+#: agree with the classes spelled out below. Other texts are fingerprinted in Python.
+PLAIN_TEXT = r"^[\x{20}-\x{7e}\t\n\r]*$"
+_WS = r"[ \t\n\r]"
+
+_NUMBER_TYPES = "('DOUBLE', 'UBIGINT', 'BIGINT')"
+_INT_TYPES = "('UBIGINT', 'BIGINT')"
+
+
+def _name_ok(s: str) -> str:
+    return f"(NOT regexp_matches({s}, {sql_literal(NAME_REFUSED)}) AND length({s}) <= {models.MAX_NAME_CHARS})"
+
+
+def _names_ok(types: str, strings: str) -> str:
+    return (f"coalesce(list_bool_and(list_transform({types}, lambda x: x = 'VARCHAR')), true) "
+            f"AND coalesce(list_bool_and(list_transform({strings}, lambda x: {_name_ok('x')})), true)")
+
+
+# ------------------------------------------------------------------------ field kinds
+@dataclass(frozen=True)
+class Field:
+    """One field of a record type: its JSON key, the stage column(s) it gives and how it is proved."""
+
+    key: str
+    kind: str
+    column: str = ""
+    default: object = None
+    values: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return self.column or self.key
+
+
+def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
+    """(value SQL, proof SQL) of field ``f``: ``v`` its JSON value (NULL when absent), ``t`` its JSON
+    type, ``s`` its string."""
+    absent = f"{v} IS NULL"
+    null = f"({absent} OR {t} = 'NULL')"
+    kind = f.kind
+    if kind == "name":
+        return s, f"({t} = 'VARCHAR' AND {_name_ok(s)})"
+    if kind == "name_opt":
+        return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR ({t} = 'VARCHAR' AND {_name_ok(s)}))"
+    if kind == "name_default":
+        return (f"coalesce({s}, {sql_literal(f.default)})",
+                f"({absent} OR ({t} = 'VARCHAR' AND {_name_ok(s)}))")
+    if kind == "reader_version":
+        return f"coalesce({s}, '')", f"({absent} OR ({t} = 'VARCHAR' AND ({s} = '' OR {_name_ok(s)})))"
+    if kind in ("text", "text_nonempty"):
+        nonempty = f" AND {s} <> ''" if kind == "text_nonempty" else ""
+        return s, f"({t} = 'VARCHAR' AND length({s}) <= {models.MAX_TEXT_CHARS}{nonempty})"
+    if kind == "str_opt":
+        return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR {t} = 'VARCHAR')"
+    if kind in ("time", "time_opt"):
+        offset = (f"CASE WHEN {s} LIKE '%Z' THEN 0 "
+                  f"WHEN regexp_matches({s}, '[+-][0-9][0-9]:[0-9][0-9]$') THEN "
+                  f"(CASE WHEN substr({s}, -6, 1) = '-' THEN -1 ELSE 1 END) * "
+                  f"(TRY_CAST(substr({s}, -5, 2) AS INTEGER) * 60 + TRY_CAST(substr({s}, -2, 2) AS INTEGER)) "
+                  f"ELSE 0 END")
+        local = f"TRY_CAST(regexp_replace({s}, '(Z|[+-][0-9][0-9]:[0-9][0-9])$', '') AS TIMESTAMP)"
+        value = f"CASE WHEN regexp_matches({s}, {sql_literal(TIME_FORM)}) THEN {local} - to_minutes({offset}) END"
+        proof = f"({t} = 'VARCHAR' AND {value} IS NOT NULL AND year({value}) BETWEEN 1001 AND 9998)"
+        if kind == "time_opt":
+            return f"CASE WHEN {t} = 'VARCHAR' THEN {value} END", f"({null} OR {proof})"
+        return value, proof
+    if kind == "mass":  # a reading's unclear, unrelated, one_off: a JSON number, 0 when absent
+        value = f"coalesce(CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END, 0.0)"
+        return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {value} BETWEEN 0.0 AND 1.0))"
+    if kind == "unit_opt":  # trust, p_before: a number in [0, 1] or null
+        value = f"CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END"
+        return value, f"({null} OR ({t} IN {_NUMBER_TYPES} AND {value} BETWEEN 0.0 AND 1.0))"
+    if kind in ("int_opt", "int_opt_positive"):
+        low = 1 if kind == "int_opt_positive" else -(2**31)
+        value = f"CASE WHEN {t} IN {_INT_TYPES} THEN TRY_CAST({v} AS INTEGER) END"
+        return value, f"({null} OR ({t} IN {_INT_TYPES} AND {value} BETWEEN {low} AND {2**31 - 1}))"
+    if kind == "literal":
+        allowed = ", ".join(sql_literal(x) for x in f.values)
+        if f.default is not None:
+            return (f"coalesce({s}, {sql_literal(f.default)})",
+                    f"({absent} OR ({t} = 'VARCHAR' AND {s} IN ({allowed})))")
+        return s, f"({t} = 'VARCHAR' AND {s} IN ({allowed}))"
+    if kind in ("names", "names_default", "names_opt"):
+        types, strings = f"json_type({v}, '$[*]')", f"json_extract_string({v}, '$[*]')"
+        listed = f"({t} = 'ARRAY' AND {_names_ok(types, strings)})"
+        value = f"CASE WHEN {t} = 'ARRAY' THEN {strings} END"
+        if kind == "names":
+            return value, listed
+        if kind == "names_default":
+            return f"coalesce({value}, []::VARCHAR[])", f"({absent} OR {listed})"
+        return value, f"({null} OR {listed})"
+    if kind == "probs":  # kept as JSON: converted to a map only once the whole block is proved
+        keys, types = f"json_keys({v})", f"json_type({v}, '$.*')"
+        values = f"list_transform(json_extract({v}, '$.*'), lambda x: TRY_CAST(x AS DOUBLE))"
+        proof = (f"({t} = 'OBJECT' AND len(list_distinct({keys})) = len({keys}) "
+                 f"AND {_names_ok('[]::VARCHAR[]', keys)} "
+                 f"AND coalesce(list_bool_and(list_transform({types}, lambda x: x IN {_NUMBER_TYPES})), true) "
+                 f"AND coalesce(list_bool_and(list_transform({values}, lambda x: x BETWEEN 0.0 AND 1.0)), true))")
+        return f"{v}", proof
+    if kind == "rests_on":
+        keys = f"json_keys({v})"
+        q, a = f"json_extract_string({v}, '$.question')", f"json_extract_string({v}, '$.answer')"
+        proof = (f"({null} OR ({t} = 'OBJECT' AND len({keys}) = 2 AND list_sort({keys}) = ['answer', 'question'] "
+                 f"AND json_type({v}, '$.question') = 'VARCHAR' AND json_type({v}, '$.answer') = 'VARCHAR' "
+                 f"AND {_name_ok(q)} AND {_name_ok(a)}))")
+        return f"CASE WHEN {t} = 'OBJECT' THEN {q} END", proof  # second column added below
+    raise ValueError(f"unknown field kind {kind!r}")
+
+
+#: Every core record type's fields (docs/formats.md, :mod:`doxa.data.models`), as the fast path
+#: proves them. :func:`_check_specs` holds this to the models: a field added there and not here
+#: makes every file with that record type go the per-line way, never pass unchecked.
+SPECS: dict[str, tuple[Field, ...]] = {
+    "subject": (Field("id", "name"), Field("name", "name"), Field("aliases", "names_default")),
+    "relation": (Field("from", "name", "from_id"), Field("to", "name", "to_id"), Field("kind", "name")),
+    "source": (Field("id", "name"), Field("layers", "names"), Field("trust", "unit_opt")),
+    "question": (Field("id", "name"), Field("subject", "name_opt"), Field("kind", "name"),
+                 Field("text", "text_nonempty"), Field("shape", "literal", default="choice", values=models.SHAPES),
+                 Field("options", "names_opt"), Field("created_by", "name_opt"),
+                 Field("instructions_version", "int_opt_positive")),
+    "message": (Field("id", "name"), Field("source", "name"), Field("sent_at", "time"),
+                Field("received_at", "time_opt"), Field("text", "text")),
+    "reading": (Field("message", "name"), Field("question", "name"), Field("reader", "name"),
+                Field("reader_version", "reader_version"), Field("probs", "probs", "probs_json"),
+                Field("unclear", "mass"), Field("unrelated", "mass"), Field("one_off", "mass")),
+    "settlement": (Field("question", "name"), Field("answer", "name"), Field("at", "time", "settled_at"),
+                   Field("how", "literal", values=models.SETTLEMENT_HOWS),
+                   Field("by", "name_default", "settled_by", default="user"), Field("note", "str_opt"),
+                   Field("p_before", "unit_opt"), Field("params_version", "int_opt")),
+    "rejection": (Field("question", "name"), Field("answer", "name"), Field("at", "time", "rejected_at"),
+                  Field("by", "name_default", "rejected_by", default="user")),
+    "instruction": (Field("id", "name"), Field("subject", "name_opt"), Field("text", "text_nonempty"),
+                    Field("at", "time", "given_at"), Field("by", "name_default", "given_by", default="user"),
+                    Field("rests_on", "rests_on", "rests_on_question")),
+}
+
+
+def _check_specs() -> None:
+    for type_name, fields in SPECS.items():
+        model = models.RECORD_TYPES[type_name]
+        declared = {f.alias or n for n, f in model.model_fields.items()} - {"type"}
+        assert declared == {f.key for f in fields}, (type_name, declared ^ {f.key for f in fields})
+
+
+_check_specs()
+
+
+def _type_select(type_name: str) -> str:
+    """SELECT of one record type's stage columns and its proof ``ok``, from ``_parsed`` (line, j, type)."""
+    fields = SPECS[type_name]
+    allowed = "[" + ", ".join(sql_literal(k) for k in ["type", *(f.key for f in fields)]) + "]"
+    paths = "[" + ", ".join(sql_literal(f"$.{f.key}") for f in fields) + "]"
+    inner = [f"v[{i}] AS v{i}" for i in range(1, len(fields) + 1)]
+    columns, proofs = [], [f"len(list_distinct(k)) = len(k) AND list_has_all({allowed}, k)"]
+    for i, f in enumerate(fields, start=1):
+        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}")
+        columns.append(f"{value} AS {f.name}")
+        if f.kind == "rests_on":
+            columns.append(f"CASE WHEN t{i} = 'OBJECT' THEN json_extract_string(v{i}, '$.answer') END "
+                           "AS rests_on_answer")
+        proofs.append(proof)
+    middle_cols = ", ".join(f"v{i}, json_type(v{i}) AS t{i}, json_extract_string(v{i}, '$') AS s{i}"
+                            for i in range(1, len(fields) + 1))
+    return (f"SELECT line, {', '.join(columns)}, coalesce({' AND '.join(f'({p})' for p in proofs)}, false) AS ok "
+            f"FROM (SELECT line, k, {middle_cols} FROM (SELECT line, json_keys(j) AS k, {', '.join(inner)} "
+            f"FROM (SELECT line, j, json_extract(j, {paths}) AS v FROM _parsed WHERE type = {sql_literal(type_name)})))")
+
+
+# ------------------------------------------------------------------------ staging
+class Stage:
+    """The proven rows of one file, in a private DuckDB file (removed by :meth:`close`)."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="doxa-ingest-")
+        self.path = os.path.join(self.folder, "stage.duckdb")
+        self.con = duckdb.connect(self.path, config=CONNECT_CONFIG)
+        self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("SET preserve_insertion_order = false")
+        self.lines = 0  # non-blank lines
+        self.counts: dict[str, int] = {}
+        self._made: set[str] = set()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def add_block(self, first_line: int, raw: pa.Array) -> None:
+        """Parse and prove one block of lines; raises :class:`NotProved` at the first doubt."""
+        con = self.con
+        con.register("_block", pa.table({"line": pa.array(range(first_line, first_line + len(raw)), pa.int64()),
+                                         "raw": raw}))
+        try:
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE _lines AS
+                SELECT line, raw FROM _block WHERE trim(raw, ' \t\n\r\x0b\x0c') <> ''""")
+            row = con.execute(f"""SELECT count(*),
+                    count(*) FILTER (NOT json_valid(raw) OR regexp_matches(raw, {sql_literal(TRAILING_COMMA)})),
+                    min(line) FILTER (NOT json_valid(raw) OR regexp_matches(raw, {sql_literal(TRAILING_COMMA)}))
+                FROM _lines""").fetchone()
+        finally:
+            con.unregister("_block")
+        if row[1]:
+            raise NotProved(f"line {row[2]} is not plain JSON")
+        self.lines += row[0]
+        known = ", ".join(sql_literal(t) for t in SPECS)
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _parsed AS
+            SELECT line, raw::JSON AS j, CASE WHEN json_type(raw::JSON) = 'OBJECT'
+                                               AND json_type(raw::JSON, '$.type') = 'VARCHAR'
+                                              THEN raw::JSON->>'$.type' END AS type FROM _lines""")
+        other = con.execute(f"SELECT min(line) FROM _parsed WHERE type IS NULL OR type NOT IN ({known})").fetchone()[0]
+        if other is not None:
+            raise NotProved(f"line {other} is no core record")
+        present = [t for (t,) in con.execute("SELECT DISTINCT type FROM _parsed").fetchall()]
+        for type_name in present:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS {_type_select(type_name)}")
+            bad = con.execute("SELECT min(line) FROM _typed WHERE NOT ok").fetchone()[0]
+            if bad is not None:
+                raise NotProved(f"line {bad} ({type_name}) is not proved valid")
+            self._store(type_name)
+        con.execute("DROP TABLE _parsed")
+        con.execute("DROP TABLE _lines")
+
+    def _store(self, type_name: str) -> None:
+        con = self.con
+        select = "* EXCLUDE (ok)"
+        if type_name == "reading":
+            mass = "list_sum(map_values(probs)) + unclear + unrelated"
+            select = (f"* EXCLUDE (ok, probs_json), json_transform(probs_json, '\"MAP(VARCHAR, DOUBLE)\"') AS probs")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS SELECT {select} FROM _typed")
+            bad = con.execute(f"SELECT min(line) FROM _typed WHERE NOT abs({mass} - 1.0) <= "
+                              f"{models.SUM_TOLERANCE - SUM_MARGIN!r}").fetchone()[0]
+            if bad is not None:
+                raise NotProved(f"line {bad}: reading masses not proved to sum to 1")
+            select = "*"
+        if type_name not in self._made:
+            con.execute(f"CREATE TABLE st_{type_name} AS SELECT {select} FROM _typed")
+            self._made.add(type_name)
+        else:
+            con.execute(f"INSERT INTO st_{type_name} SELECT {select} FROM _typed")
+        self.counts[type_name] = self.counts.get(type_name, 0) + con.execute(
+            "SELECT count(*) FROM _typed").fetchone()[0]
+
+    # -------------------------------------------------------------- checks within the file
+    def finish(self) -> None:
+        """Checks that need the whole file, and the fingerprints; then the staging file is closed."""
+        con = self.con
+        for type_name in SPECS:
+            if type_name not in self._made:
+                cols = ", ".join(f"NULL::{t} AS {c}" for c, t in _EMPTY_COLUMNS[type_name])
+                con.execute(f"CREATE TABLE st_{type_name} AS SELECT {cols} WHERE false")
+        self._type_rules()
+        for type_name, key in _KEYS.items():
+            # a key given twice must be given identically (the per-line path names both lines)
+            columns = [c for c, _ in _EMPTY_COLUMNS[type_name] if c != "line"]
+            row = con.execute(f"""SELECT count(*) FROM (SELECT {key} FROM st_{type_name} GROUP BY {key}
+                                  HAVING count(DISTINCT row({', '.join(columns)})) > 1)""").fetchone()
+            if row[0]:
+                raise NotProved(f"a {type_name} is given twice differently")
+        if con.execute("SELECT count(*) - count(DISTINCT id) FROM st_subject").fetchone()[0]:
+            raise NotProved("a subject is given twice")  # the subject rule's merging is the per-line path's
+        self._fingerprints()
+        con.execute("CHECKPOINT")
+        con.close()
+        self.con = None
+
+    def _type_rules(self) -> None:
+        """The models' validators that span fields (question options, slashes in source paths)."""
+        con = self.con
+        bad = con.execute("""SELECT min(line) FROM st_question WHERE
+            CASE WHEN shape = 'yes_no' THEN options IS NOT NULL AND list_sort(options) <> ['no', 'yes']
+                 ELSE options IS NULL OR len(options) < 2 OR len(list_distinct(options)) <> len(options) END
+        """).fetchone()[0]
+        if bad is not None:
+            raise NotProved(f"line {bad}: question options")
+        con.execute("UPDATE st_question SET options = ['yes', 'no'] WHERE options IS NULL")
+        bad = con.execute("""SELECT min(line) FROM st_source WHERE len(layers) = 0 OR contains(id, '/')
+                             OR list_bool_or(list_transform(layers, lambda x: contains(x, '/')))""").fetchone()[0]
+        if bad is not None:
+            raise NotProved(f"line {bad}: source id or layers")
+
+    def _fingerprints(self) -> None:
+        """Each message's fingerprint (:func:`doxa.data.ingest.fingerprint`): in SQL for plain texts, else in Python."""
+        con = self.con
+        normal = "text"
+        normal = (f"regexp_replace({normal}, '^{_WS}*((fwd?|re|aw|wg){_WS}*:{_WS}*)+', '', 'i')")
+        normal = f"regexp_replace({normal}, '(?m)^{_WS}*(>{_WS}*)+', '', 'g')"
+        normal = f"lower(trim(regexp_replace({normal}, '{_WS}+', ' ', 'g'), ' \t\n\r'))"
+        con.execute(f"""CREATE TABLE st_message_fp AS
+            SELECT id, CASE WHEN length(n) < {MIN_SHARED_FINGERPRINT_CHARS} THEN left(sha1(source || chr(31) || n), 20)
+                            ELSE left(sha1(n), 20) END AS fingerprint
+            FROM (SELECT DISTINCT id, source, {normal} AS n FROM st_message
+                  WHERE regexp_matches(text, {sql_literal(PLAIN_TEXT)}))""")
+        others = con.execute(f"""SELECT DISTINCT id, source, text FROM st_message
+                                 WHERE NOT regexp_matches(text, {sql_literal(PLAIN_TEXT)})""").fetch_arrow_table()
+        if others.num_rows:
+            # few in practice (non-ASCII texts): Python's regexes decide what \\s and lower() mean
+            prints = [fingerprint(t, s) for t, s in zip(others["text"].to_pylist(), others["source"].to_pylist())]
+            con.register("_prints", pa.table({"id": others["id"], "fingerprint": pa.array(prints, pa.string())}))
+            con.execute("INSERT INTO st_message_fp SELECT id, fingerprint FROM _prints")
+            con.unregister("_prints")
+
+
+#: Stage columns per type, in order (line first), with their SQL types: empty tables of types a file lacks.
+_EMPTY_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "subject": [("line", "BIGINT"), ("id", "VARCHAR"), ("name", "VARCHAR"), ("aliases", "VARCHAR[]")],
+    "relation": [("line", "BIGINT"), ("from_id", "VARCHAR"), ("to_id", "VARCHAR"), ("kind", "VARCHAR")],
+    "source": [("line", "BIGINT"), ("id", "VARCHAR"), ("layers", "VARCHAR[]"), ("trust", "DOUBLE")],
+    "question": [("line", "BIGINT"), ("id", "VARCHAR"), ("subject", "VARCHAR"), ("kind", "VARCHAR"),
+                 ("text", "VARCHAR"), ("shape", "VARCHAR"), ("options", "VARCHAR[]"), ("created_by", "VARCHAR"),
+                 ("instructions_version", "INTEGER")],
+    "message": [("line", "BIGINT"), ("id", "VARCHAR"), ("source", "VARCHAR"), ("sent_at", "TIMESTAMP"),
+                ("received_at", "TIMESTAMP"), ("text", "VARCHAR")],
+    "reading": [("line", "BIGINT"), ("message", "VARCHAR"), ("question", "VARCHAR"), ("reader", "VARCHAR"),
+                ("reader_version", "VARCHAR"), ("unclear", "DOUBLE"), ("unrelated", "DOUBLE"),
+                ("one_off", "DOUBLE"), ("probs", "MAP(VARCHAR, DOUBLE)")],
+    "settlement": [("line", "BIGINT"), ("question", "VARCHAR"), ("answer", "VARCHAR"), ("settled_at", "TIMESTAMP"),
+                   ("how", "VARCHAR"), ("settled_by", "VARCHAR"), ("note", "VARCHAR"), ("p_before", "DOUBLE"),
+                   ("params_version", "INTEGER")],
+    "rejection": [("line", "BIGINT"), ("question", "VARCHAR"), ("answer", "VARCHAR"), ("rejected_at", "TIMESTAMP"),
+                  ("rejected_by", "VARCHAR")],
+    "instruction": [("line", "BIGINT"), ("id", "VARCHAR"), ("subject", "VARCHAR"), ("text", "VARCHAR"),
+                    ("given_at", "TIMESTAMP"), ("given_by", "VARCHAR"), ("rests_on_question", "VARCHAR"),
+                    ("rests_on_answer", "VARCHAR")],
+}
+
+#: The key each type is deduplicated by within a file (as :func:`doxa.data.writer.write_batch` does).
+_KEYS = {"source": "id", "question": "id", "message": "id", "reading": "message, question, reader",
+         "instruction": "id", "settlement": "question, settled_at, answer",
+         "rejection": "question, answer, rejected_at"}
+
+
+# ------------------------------------------------------------------------ reading the input
+def stage_lines(lines: Iterable[str], spool=None) -> Stage:
+    """Stage ``lines`` block by block (raises :class:`NotProved`; the stage is closed then)."""
+    stage = Stage()
+    try:
+        number = 1
+        iterator = iter(lines)
+        while True:
+            block = list(itertools.islice(iterator, BLOCK_LINES))
+            if not block:
+                break
+            raw = pa.array(block, pa.string())
+            if spool is not None:
+                spool(raw)
+            stage.add_block(number, raw)
+            number += len(block)
+        if stage.lines == 0:
+            raise NotProved("no records")
+        stage.finish()
+    except BaseException:
+        stage.close()
+        raise
+    return stage
+
+
+# ------------------------------------------------------------------------ writing
+def _first(con, sql: str, reason: str) -> None:
+    row = con.execute(sql).fetchone()
+    if row is not None and row[0] is not None:
+        raise NotProved(f"line {row[0]}: {reason}")
+
+
+def _check_against_store(con) -> None:
+    """Every reference and edit rule of :func:`doxa.data.writer.write_batch`, as joins (raises NotProved)."""
+    # subjects: one stored already must be given with its name and exactly its aliases (adding is the
+    # per-line path's subject rule)
+    _first(con, """SELECT min(f.line) FROM st.st_subject f JOIN subjects s USING (id)
+                   WHERE f.name <> s.name OR list_sort(list_distinct(f.aliases)) <> list_sort(list_distinct(s.aliases))""",
+           "subject differs from the stored one")
+    con.execute("""CREATE OR REPLACE TEMP TABLE _fi_subjects AS
+                   SELECT id FROM st.st_subject UNION SELECT id FROM subjects
+                   WHERE id IN (SELECT subject FROM st.st_question UNION SELECT from_id FROM st.st_relation
+                                UNION SELECT to_id FROM st.st_relation UNION SELECT subject FROM st.st_instruction)""")
+    for table, column in (("st_question", "subject"), ("st_relation", "from_id"), ("st_relation", "to_id"),
+                          ("st_instruction", "subject")):
+        _first(con, f"""SELECT min(line) FROM st.{table} WHERE {column} IS NOT NULL
+                        AND {column} NOT IN (SELECT id FROM _fi_subjects)""", f"unknown subject in {table}")
+    _first(con, """SELECT min(f.line) FROM st.st_source f JOIN sources s USING (id)
+                   WHERE f.layers <> s.layers OR f.trust IS DISTINCT FROM s.trust""", "source edited")
+    _first(con, """SELECT min(line) FROM st.st_message WHERE source NOT IN
+                       (SELECT id FROM st.st_source UNION ALL SELECT id FROM sources)""", "unknown source")
+    _first(con, """SELECT min(f.line) FROM st.st_question f JOIN questions q USING (id)
+                   WHERE f.options <> q.options OR f.kind <> q.kind OR f.shape <> q.shape
+                      OR f.subject IS DISTINCT FROM q.subject OR f.text <> q.text""", "question edited")
+    _first(con, """SELECT min(f.line) FROM st.st_message f JOIN messages m USING (id)
+                   WHERE f.source <> m.source OR f.sent_at <> m.sent_at OR f.text <> m.text""", "message edited")
+    _first(con, """SELECT min(f.line) FROM st.st_instruction f JOIN instructions i USING (id)
+                   WHERE f.subject IS DISTINCT FROM i.subject OR f.text <> i.text OR f.given_at <> i.given_at
+                      OR f.rests_on_question IS DISTINCT FROM i.rests_on_question
+                      OR f.rests_on_answer IS DISTINCT FROM i.rests_on_answer""", "instruction edited")
+    # the options of every question the file names: its own questions first, then the store's
+    con.execute("""CREATE OR REPLACE TEMP TABLE _fi_options AS
+        SELECT DISTINCT id, options FROM st.st_question
+        UNION ALL
+        SELECT id, options FROM questions WHERE id NOT IN (SELECT id FROM st.st_question) AND id IN (
+            SELECT question FROM st.st_reading UNION SELECT question FROM st.st_settlement
+            UNION SELECT question FROM st.st_rejection UNION SELECT rests_on_question FROM st.st_instruction)""")
+    _first(con, """SELECT min(i.line) FROM st.st_instruction i LEFT JOIN _fi_options o ON o.id = i.rests_on_question
+                   WHERE i.rests_on_question IS NOT NULL AND (o.id IS NULL OR NOT list_contains(o.options, i.rests_on_answer))""",
+           "rests_on")
+    for table in ("st_settlement", "st_rejection"):
+        _first(con, f"""SELECT min(f.line) FROM st.{table} f LEFT JOIN _fi_options o ON o.id = f.question
+                        WHERE o.id IS NULL OR NOT list_contains(o.options, f.answer)""", f"{table} question or answer")
+    _first(con, """SELECT min(line) FROM st.st_reading WHERE message NOT IN
+                       (SELECT id FROM st.st_message UNION ALL SELECT id FROM messages)""", "unknown message")
+    # readings: probs over exactly the question's options, put in their order; stored ones must agree
+    con.execute("""CREATE OR REPLACE TEMP TABLE _fi_readings AS
+        SELECT DISTINCT ON (r.message, r.question, r.reader) r.line, r.message, r.question, r.reader,
+               r.reader_version, r.unclear, r.unrelated, r.one_off,
+               CASE WHEN o.id IS NOT NULL AND len(map_keys(r.probs)) = len(o.options)
+                         AND list_sort(map_keys(r.probs)) = list_sort(o.options)
+                    THEN list_transform(o.options, lambda x: r.probs[x]) END AS probs
+        FROM st.st_reading r LEFT JOIN _fi_options o ON o.id = r.question""")
+    _first(con, "SELECT min(line) FROM _fi_readings WHERE probs IS NULL", "reading's question or options")
+    _first(con, """SELECT min(f.line) FROM _fi_readings f JOIN readings r USING (message, question, reader)
+                   WHERE f.probs <> r.probs OR f.unclear <> r.unclear OR f.unrelated <> r.unrelated
+                      OR f.one_off <> r.one_off""", "reading edited")
+    # settlements: stored ones must agree; one answer per question and instant, file and store together
+    _first(con, """SELECT min(f.line) FROM st.st_settlement f JOIN settlements s USING (question, settled_at, answer)
+                   WHERE f.how <> s.how OR f.settled_by <> s.settled_by OR f.note IS DISTINCT FROM s.note""",
+           "settlement edited")
+    _first(con, """SELECT min(line) FROM (
+                       SELECT question, settled_at, min(line) AS line, count(DISTINCT answer) AS answers FROM (
+                           SELECT question, settled_at, answer, line FROM st.st_settlement
+                           UNION ALL SELECT question, settled_at, answer, NULL FROM settlements
+                           WHERE question IN (SELECT question FROM st.st_settlement))
+                       GROUP BY question, settled_at) WHERE answers > 1""", "two answers at one instant")
+    # rejections: every question keeps at least one possible answer
+    _first(con, """SELECT min(f.line) FROM (
+                       SELECT question, count(DISTINCT answer) AS n FROM (
+                           SELECT question, answer FROM st.st_rejection
+                           UNION ALL SELECT question, answer FROM rejections
+                           WHERE question IN (SELECT question FROM st.st_rejection))
+                       GROUP BY question) r
+                   JOIN _fi_options o ON o.id = r.question JOIN st.st_rejection f ON f.question = r.question
+                   WHERE r.n >= len(o.options)""", "rejections leave no answer")
+
+
+def _count(con, table: str) -> int:
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def _insert(con, table: str, columns: str, select: str) -> int:
+    before = _count(con, table)
+    con.execute(f"INSERT INTO {table} ({columns}) {select} ON CONFLICT DO NOTHING").fetchall()
+    return _count(con, table) - before
+
+
+def _write(con) -> tuple[dict[str, int], set[str]]:
+    counts = {
+        "subjects": _insert(con, "subjects", "id, name, aliases",
+                            "SELECT id, name, aliases FROM st.st_subject WHERE id NOT IN (SELECT id FROM subjects)"),
+        "relations": _insert(con, "relations", "from_id, to_id, kind",
+                             "SELECT DISTINCT from_id, to_id, kind FROM st.st_relation"),
+        "sources": _insert(con, "sources", "id, layers, path, trust, is_assistant",
+                           """SELECT DISTINCT ON (id) id, layers, array_to_string(list_append(layers, id), '/'),
+                                     trust, layers[1] = 'assistant' FROM st.st_source
+                              WHERE id NOT IN (SELECT id FROM sources)"""),
+        "questions": _insert(con, "questions", "id, subject, kind, text, shape, options, created_by, "
+                                               "instructions_version",
+                             """SELECT DISTINCT ON (id) id, subject, kind, text, shape, options,
+                                       coalesce(created_by, 'organizer'), instructions_version FROM st.st_question
+                                WHERE id NOT IN (SELECT id FROM questions)"""),
+    }
+    new_messages = """SELECT DISTINCT ON (m.id) m.id, m.source, m.sent_at, coalesce(m.received_at, m.sent_at),
+                             m.text, p.fingerprint
+                      FROM st.st_message m JOIN st.st_message_fp p USING (id)
+                      WHERE m.id NOT IN (SELECT id FROM messages)"""
+    # terms first: "new" is "not stored yet", which the insert below changes
+    insert_terms(con, "SELECT DISTINCT ON (id) id, text FROM st.st_message WHERE id NOT IN (SELECT id FROM messages)")
+    counts["messages"] = _insert(con, "messages", "id, source, sent_at, received_at, text, fingerprint", new_messages)
+    con.execute("""CREATE OR REPLACE TEMP TABLE _fi_new_readings AS
+                   SELECT f.* FROM _fi_readings f ANTI JOIN readings r USING (message, question, reader)""")
+    counts["readings"] = _insert(con, "readings", "message, question, reader, reader_version, probs, unclear, "
+                                                  "unrelated, one_off",
+                                 """SELECT message, question, reader, reader_version, probs, unclear, unrelated,
+                                           one_off FROM _fi_new_readings""")
+    counts["settlements"] = _insert(con, "settlements", "question, answer, settled_at, how, settled_by, note, "
+                                                        "p_before, params_version",
+                                    """SELECT DISTINCT ON (question, settled_at, answer) question, answer, settled_at,
+                                              how, settled_by, note, p_before, params_version FROM st.st_settlement""")
+    counts["rejections"] = _insert(con, "rejections", "question, answer, rejected_at, rejected_by",
+                                   """SELECT DISTINCT ON (question, answer, rejected_at) question, answer,
+                                             rejected_at, rejected_by FROM st.st_rejection""")
+    counts["instructions"] = _insert(con, "instructions", "id, subject, text, given_at, rests_on_question, "
+                                                          "rests_on_answer, given_by",
+                                     """SELECT DISTINCT ON (id) id, subject, text, given_at, rests_on_question,
+                                               rests_on_answer, given_by FROM st.st_instruction""")
+    touched = {q for (q,) in con.execute(
+        """SELECT DISTINCT question FROM _fi_new_readings UNION SELECT question FROM st.st_settlement
+           UNION SELECT question FROM st.st_rejection""").fetchall()}
+    return counts, touched
+
+
+def write_stage(con, stage_path: str, changes: dict | None = None) -> dict[str, int]:
+    """Resolve the staged file against the store and write it in one transaction (inside a write session).
+
+    Raises :class:`NotProved` (nothing written) when a reference or edit rule is not met: the
+    per-line path then gives the exact problems."""
+    con.execute(f"ATTACH {sql_literal(stage_path)} AS st (READ_ONLY)")
+    try:
+        con.execute("BEGIN")
+        try:
+            _check_against_store(con)
+            counts, touched = _write(con)
+            complete_readings(con)
+            mark_evidence_changed(con, touched)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            for name in ("_fi_subjects", "_fi_options", "_fi_readings", "_fi_new_readings"):
+                con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+    finally:
+        con.execute("DETACH st")
+    if changes is not None:
+        changes.update(questions=touched, structure=False)
+    return {k: v for k, v in counts.items() if v}
+
+
+# ------------------------------------------------------------------------ the input, re-readable
+class Replay:
+    """The lines of an input the fast path read, so the per-line path can read them again.
+
+    Lists and files reopened by path are read again as they are; anything else (standard
+    input, a generator) is spooled, block by block, into an Arrow stream on disk as it is read.
+    """
+
+    def __init__(self, lines: Iterable[str], reopen: Callable[[], Iterable[str]] | None = None):
+        self.lines = lines
+        self.reopen = reopen
+        self.iterator: Iterator[str] | None = None
+        self.spool_path: str | None = None
+        self._writer = None
+        self._sink = None
+        if reopen is None and not isinstance(lines, (list, tuple)):
+            self.iterator = iter(lines)
+
+    def source(self) -> Iterable[str]:
+        return self.iterator if self.iterator is not None else self.lines
+
+    def spool(self):
+        if self.iterator is None:
+            return None
+
+        def write(raw: pa.Array) -> None:
+            if self._writer is None:
+                handle, self.spool_path = tempfile.mkstemp(prefix="doxa-ingest-", suffix=".arrows")
+                os.close(handle)
+                self._sink = pa.OSFile(self.spool_path, "wb")
+                self._writer = pa.ipc.new_stream(self._sink, pa.schema([("raw", pa.string())]))
+            self._writer.write_batch(pa.record_batch([raw], names=["raw"]))
+
+        return write
+
+    def again(self) -> Iterable[str]:
+        """Every line from the first, for the per-line path."""
+        if self.reopen is not None:
+            return self.reopen()
+        if self.iterator is None:
+            return self.lines
+        return itertools.chain(self._spooled(), self.iterator)
+
+    def _spooled(self) -> Iterator[str]:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        self._writer = None
+        with pa.memory_map(self.spool_path) as source:
+            for batch in pa.ipc.open_stream(source):
+                yield from batch.column(0).to_pylist()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+        if self.spool_path:
+            try:
+                os.unlink(self.spool_path)
+            except OSError:
+                pass
+
+
+def debug(message: str) -> None:
+    """Why a file went the per-line way, on stderr when ``$DOXA_DEBUG_INGEST`` is set."""
+    if os.environ.get("DOXA_DEBUG_INGEST"):
+        print(f"doxa ingest: per-line path ({message})", file=sys.stderr)
+
+
+__all__ = ["BLOCK_LINES", "FAST_MIN_LINES", "NotProved", "Stage", "stage_lines", "write_stage", "Replay"]
