@@ -40,7 +40,7 @@ from . import models
 from .connection import CONNECT_CONFIG
 from .ingest import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
 from .sql import sql_literal
-from .writer import complete_readings, insert_terms, mark_evidence_changed
+from .writer import insert_terms, mark_evidence_changed
 
 #: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
 BLOCK_LINES = 100_000
@@ -131,6 +131,10 @@ def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
     kind = f.kind
     if kind == "name":
         return s, f"({t} = 'VARCHAR' AND {_name_ok(s)})"
+    if kind == "ref":  # must equal a stored or proven id or option (checked by joins): that proves it a name
+        return s, f"({t} = 'VARCHAR')"
+    if kind == "ref_opt":
+        return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR {t} = 'VARCHAR')"
     if kind == "name_opt":
         return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR ({t} = 'VARCHAR' AND {_name_ok(s)}))"
     if kind == "name_default":
@@ -184,7 +188,7 @@ def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
         keys, types = f"json_keys({v})", f"json_type({v}, '$.*')"
         values = f"list_transform(json_extract({v}, '$.*'), lambda x: TRY_CAST(x AS DOUBLE))"
         proof = (f"({t} = 'OBJECT' AND len(list_distinct({keys})) = len({keys}) "
-                 f"AND {_names_ok('[]::VARCHAR[]', keys)} "
+                 # the keys must equal the question's options (a join), which proves them names
                  f"AND coalesce(list_bool_and(list_transform({types}, lambda x: x IN {_NUMBER_TYPES})), true) "
                  f"AND coalesce(list_bool_and(list_transform({values}, lambda x: x BETWEEN 0.0 AND 1.0)), true))")
         return f"{v}", proof
@@ -203,24 +207,24 @@ def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
 #: makes every file with that record type go the per-line way, never pass unchecked.
 SPECS: dict[str, tuple[Field, ...]] = {
     "subject": (Field("id", "name"), Field("name", "name"), Field("aliases", "names_default")),
-    "relation": (Field("from", "name", "from_id"), Field("to", "name", "to_id"), Field("kind", "name")),
+    "relation": (Field("from", "ref", "from_id"), Field("to", "ref", "to_id"), Field("kind", "name")),
     "source": (Field("id", "name"), Field("layers", "names"), Field("trust", "unit_opt")),
-    "question": (Field("id", "name"), Field("subject", "name_opt"), Field("kind", "name"),
+    "question": (Field("id", "name"), Field("subject", "ref_opt"), Field("kind", "name"),
                  Field("text", "text_nonempty"), Field("shape", "literal", default="choice", values=models.SHAPES),
                  Field("options", "names_opt"), Field("created_by", "name_opt"),
                  Field("instructions_version", "int_opt_positive")),
-    "message": (Field("id", "name"), Field("source", "name"), Field("sent_at", "time"),
+    "message": (Field("id", "name"), Field("source", "ref"), Field("sent_at", "time"),
                 Field("received_at", "time_opt"), Field("text", "text")),
-    "reading": (Field("message", "name"), Field("question", "name"), Field("reader", "name"),
+    "reading": (Field("message", "ref"), Field("question", "ref"), Field("reader", "name"),
                 Field("reader_version", "reader_version"), Field("probs", "probs", "probs_json"),
                 Field("unclear", "mass"), Field("unrelated", "mass"), Field("one_off", "mass")),
-    "settlement": (Field("question", "name"), Field("answer", "name"), Field("at", "time", "settled_at"),
+    "settlement": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "settled_at"),
                    Field("how", "literal", values=models.SETTLEMENT_HOWS),
                    Field("by", "name_default", "settled_by", default="user"), Field("note", "str_opt"),
                    Field("p_before", "unit_opt"), Field("params_version", "int_opt")),
-    "rejection": (Field("question", "name"), Field("answer", "name"), Field("at", "time", "rejected_at"),
+    "rejection": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "rejected_at"),
                   Field("by", "name_default", "rejected_by", default="user")),
-    "instruction": (Field("id", "name"), Field("subject", "name_opt"), Field("text", "text_nonempty"),
+    "instruction": (Field("id", "name"), Field("subject", "ref_opt"), Field("text", "text_nonempty"),
                     Field("at", "time", "given_at"), Field("by", "name_default", "given_by", default="user"),
                     Field("rests_on", "rests_on", "rests_on_question")),
 }
@@ -383,7 +387,7 @@ class Stage:
             FROM (SELECT DISTINCT id, source, {normal} AS n FROM st_message
                   WHERE regexp_matches(text, {sql_literal(PLAIN_TEXT)}))""")
         others = con.execute(f"""SELECT DISTINCT id, source, text FROM st_message
-                                 WHERE NOT regexp_matches(text, {sql_literal(PLAIN_TEXT)})""").fetch_arrow_table()
+                                 WHERE NOT regexp_matches(text, {sql_literal(PLAIN_TEXT)})""").to_arrow_table()
         if others.num_rows:
             # few in practice (non-ASCII texts): Python's regexes decide what \\s and lower() mean
             prints = [fingerprint(t, s) for t, s in zip(others["text"].to_pylist(), others["source"].to_pylist())]
@@ -564,10 +568,15 @@ def _write(con) -> tuple[dict[str, int], set[str]]:
     counts["messages"] = _insert(con, "messages", "id, source, sent_at, received_at, text, fingerprint", new_messages)
     con.execute("""CREATE OR REPLACE TEMP TABLE _fi_new_readings AS
                    SELECT f.* FROM _fi_readings f ANTI JOIN readings r USING (message, question, reader)""")
+    # written complete (the message's facts copied on, as complete_readings would): an UPDATE of a
+    # million fresh rows costs more than the insert itself
     counts["readings"] = _insert(con, "readings", "message, question, reader, reader_version, probs, unclear, "
-                                                  "unrelated, one_off",
-                                 """SELECT message, question, reader, reader_version, probs, unclear, unrelated,
-                                           one_off FROM _fi_new_readings""")
+                                                  "unrelated, one_off, sent_at, source, fp, counts",
+                                 """SELECT r.message, r.question, r.reader, r.reader_version, r.probs, r.unclear,
+                                           r.unrelated, r.one_off, m.sent_at, m.source, hash(m.fingerprint),
+                                           NOT s.is_assistant
+                                    FROM _fi_new_readings r JOIN messages m ON m.id = r.message
+                                    JOIN sources s ON s.id = m.source""")
     counts["settlements"] = _insert(con, "settlements", "question, answer, settled_at, how, settled_by, note, "
                                                         "p_before, params_version",
                                     """SELECT DISTINCT ON (question, settled_at, answer) question, answer, settled_at,
@@ -596,7 +605,6 @@ def write_stage(con, stage_path: str, changes: dict | None = None) -> dict[str, 
         try:
             _check_against_store(con)
             counts, touched = _write(con)
-            complete_readings(con)
             mark_evidence_changed(con, touched)
             con.execute("COMMIT")
         except BaseException:
