@@ -1,0 +1,240 @@
+"""The fast ingest path (data/fast_ingest.py) stores exactly what the per-line path stores, and
+refuses exactly what it refuses, with its messages (behaviour only; speed is bench/ingest_speed.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from doxa.data import fast_ingest
+from doxa.data.errors import IngestError
+from doxa.data.store import Store
+
+#: Every table an ingest writes, with the columns that hold the wall clock left out.
+TABLES = {
+    "subjects": "id, name, aliases", "relations": "*", "sources": "*", "messages": "*",
+    "questions": "id, subject, kind, text, shape, options, status, created_by, instructions_version",
+    "readings": "*", "settlements": "*", "rejections": "*", "instructions": "*", "message_terms": "*",
+    "evidence_epochs": "*", "meta": "*",
+}
+
+EPOCHS = ("evidence_epochs", "meta")
+
+
+def snapshot(store: Store) -> dict[str, list]:
+    return {t: sorted(map(repr, store.con.execute(f"SELECT {cols} FROM {t}").fetchall()))
+            for t, cols in TABLES.items()}
+
+
+def as_lines(records, ascii_only: bool = True) -> list[str]:
+    return [json.dumps(r, ensure_ascii=ascii_only) + "\n" for r in records]
+
+
+def both_ways(lines):
+    """Ingest ``lines`` into a fresh store by each path: (fast store, its result, per-line store, its result)."""
+    fast, slow = Store.memory(), Store.memory()
+    return fast, fast.ingest_lines(lines, fast=True), slow, slow.ingest_lines(lines, fast=False)
+
+
+# ------------------------------------------------------------------------ generated files
+TIMES = ["2026-01-0{d}", "2026-01-0{d}T10:00:00", "2026-01-0{d}T10:00:00Z", "2026-01-0{d}T23:30:00+02:00",
+         "2026-01-0{d} 08:15", "2026-01-0{d}T10:00:00.25-05:30", "2026-03-0{d}T00:00:00.123456Z"]
+PREFIXES = ["", "Fwd: ", "RE: fw: ", "> ", ">> > ", "  ", "re:", "\n> "]
+WORDS = ["the parcel", "arrives", "on", "Tuesday", "OK", "ok", "Ünïcode", "ça", "✓", "\t", "\n", "  ", ">", "tschüß",
+         "emoji 😀", "AW:", "x"]
+
+
+@st.composite
+def files(draw):
+    """A valid file of every core record type, with copies, short texts, odd spacing and unicode."""
+    pick = lambda options: draw(st.sampled_from(options))  # noqa: E731
+    n_subjects = draw(st.integers(1, 3))
+    subjects = [f"s{i}" for i in range(n_subjects)]
+    records = [{"type": "subject", "id": s, "name": f"Person {s}", "aliases": draw(st.lists(
+        st.sampled_from(["al", "bo", "Çé"]), max_size=2, unique=True))} for s in subjects]
+    records += [{"type": "relation", "from": pick(subjects), "to": pick(subjects), "kind": pick(["partner", "boss"])}
+                for _ in range(draw(st.integers(0, 3)))]
+    sources = []
+    for i in range(draw(st.integers(1, 3))):
+        layers = pick([["person", "chat"], ["assistant", "notes"], ["business", "email"]])
+        record = {"type": "source", "id": f"src{i}", "layers": layers}
+        if draw(st.booleans()):
+            record["trust"] = draw(st.sampled_from([0.5, 0.9, 1, 0]))
+        sources.append(f"src{i}")
+        records.append(record)
+    questions = {}
+    for i in range(draw(st.integers(1, 4))):
+        shape = pick(["choice", "yes_no", "scale"])
+        options = ["yes", "no"] if shape == "yes_no" else [f"o{j}" for j in range(draw(st.integers(2, 4)))]
+        record = {"type": "question", "id": f"q{i}", "kind": pick(["where", "when"]), "text": f"Where is {i}?",
+                  "shape": shape}
+        if shape != "yes_no" or draw(st.booleans()):
+            record["options"] = options
+        if draw(st.booleans()):
+            record["subject"] = pick(subjects)
+        if draw(st.booleans()):
+            record["created_by"] = "organizer-model"
+            record["instructions_version"] = 1
+        questions[f"q{i}"] = options
+        records.append(record)
+    messages, texts = [], {}
+    for i in range(draw(st.integers(1, 8))):
+        if messages and draw(st.integers(0, 3)) == 0:
+            text = pick(PREFIXES) + texts[pick(messages)]  # a copy of an earlier text
+        else:
+            text = pick(PREFIXES) + " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=6)))
+        record = {"type": "message", "id": f"m{i}", "source": pick(sources),
+                  "sent_at": pick(TIMES).format(d=draw(st.integers(1, 9))), "text": text}
+        if draw(st.booleans()):
+            record["received_at"] = pick(TIMES).format(d=9)
+        texts[f"m{i}"] = text
+        messages.append(f"m{i}")
+        records.append(record)
+    for m in messages:
+        for reader in draw(st.lists(st.sampled_from(["reader-1", "reader-2"]), max_size=2, unique=True)):
+            q = pick(sorted(questions))
+            weights = draw(st.lists(st.integers(1, 9), min_size=len(questions[q]) + 1,
+                                    max_size=len(questions[q]) + 1))
+            total = sum(weights)
+            probs = {o: w / total for o, w in zip(questions[q], weights)}
+            record = {"type": "reading", "message": m, "question": q, "reader": reader, "probs": probs,
+                      "unclear": 1.0 - sum(probs.values()), "one_off": pick([0.0, 0.2, 1])}
+            if draw(st.booleans()):
+                record["reader_version"] = "v2"
+            records.append(record)
+    for q in draw(st.lists(st.sampled_from(sorted(questions)), max_size=2, unique=True)):
+        record = {"type": "settlement", "question": q, "answer": questions[q][0], "at": "2026-02-01T12:00:00Z",
+                  "how": pick(["correction", "approval", "outcome"])}
+        if draw(st.booleans()):
+            record.update(note="the parcel came", p_before=0.25, params_version=3, by="maya")
+        records.append(record)
+    for q in draw(st.lists(st.sampled_from(sorted(questions)), max_size=2, unique=True)):
+        records.append({"type": "rejection", "question": q, "answer": questions[q][-1], "at": "2026-02-02"})
+    for i in range(draw(st.integers(0, 2))):
+        record = {"type": "instruction", "id": f"i{i}", "text": "Be brief.", "at": "2026-01-05"}
+        if draw(st.booleans()):
+            record["subject"] = pick(subjects)
+        if draw(st.booleans()):
+            q = pick(sorted(questions))
+            record["rests_on"] = {"question": q, "answer": questions[q][0]}
+        records.append(record)
+    if draw(st.booleans()):  # an exact repeat of a record in the same file is nothing new
+        records.append(pick([r for r in records if r["type"] != "subject"]))  # (a repeated subject: per-line)
+    order = draw(st.permutations(range(len(records))))
+    return [records[i] for i in order], draw(st.booleans())
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(files())
+def test_fast_and_per_line_paths_store_the_same_tables(generated):
+    records, ascii_only = generated
+    lines = as_lines(records, ascii_only)
+    fast, added_fast, slow, added_slow = both_ways(lines)
+    assert fast.last_ingest_path == "fast" and slow.last_ingest_path == "per-line"
+    assert added_fast == added_slow
+    before = snapshot(fast)
+    assert before == snapshot(slow)
+    # re-ingest adds nothing on either path (a settlement's question is marked touched again by both)
+    assert fast.ingest_lines(lines, fast=True) == {} and fast.last_ingest_path == "fast"
+    assert slow.ingest_lines(lines, fast=False) == {}
+    after = snapshot(fast)
+    assert after == snapshot(slow)
+    assert {t: v for t, v in after.items() if t not in EPOCHS} == {t: v for t, v in before.items() if t not in EPOCHS}
+
+
+# ------------------------------------------------------------------------ hand-written cases
+def small_file(n_messages: int = 40) -> list[dict]:
+    records = [{"type": "source", "id": "s", "layers": ["person", "chat"]},
+               {"type": "question", "id": "q", "kind": "where", "text": "Where?", "options": ["a", "b"]}]
+    for i in range(n_messages):
+        records.append({"type": "message", "id": f"m{i}", "source": "s", "sent_at": "2026-01-01T10:00:00Z",
+                        "text": f"message {i} says a"})
+        records.append({"type": "reading", "message": f"m{i}", "question": "q", "reader": "r",
+                        "probs": {"a": 0.75, "b": 0.25}})
+    return records
+
+
+def refusal(store: Store, lines, **kwargs) -> str:
+    with pytest.raises(IngestError) as caught:
+        store.ingest_lines(lines, **kwargs)
+    return str(caught.value)
+
+
+def test_a_bad_line_late_in_a_multi_block_file_stores_nothing_and_names_the_line(monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)  # 82 good lines: six blocks before the bad one
+    lines = as_lines(small_file()) + ['{"type": "message", "id": "late", "source": "s", "sent_at": "someday", '
+                                      '"text": "x"}\n']
+    fast, slow = Store.memory(), Store.memory()
+    empty = snapshot(fast)
+    message = refusal(fast, lines, fast=True)
+    assert f"line {len(lines)}" in message and "sent_at" in message
+    assert message == refusal(slow, lines, fast=False)
+    assert snapshot(fast) == empty
+
+
+def test_a_late_reference_problem_found_by_the_joins_is_reported_as_the_per_line_path_does(monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
+    lines = as_lines(small_file() + [{"type": "reading", "message": "m3", "question": "nowhere", "reader": "r",
+                                      "probs": {"a": 1.0}}])
+    fast = Store.memory()
+    empty = snapshot(fast)
+    message = refusal(fast, lines, fast=True)
+    assert "unknown question 'nowhere'" in message and f"line {len(lines)}" in message
+    assert message == refusal(Store.memory(), lines, fast=False)
+    assert snapshot(fast) == empty
+
+
+def test_an_edited_record_is_refused_with_the_per_line_message():
+    store = Store.memory()
+    records = small_file(5)
+    store.ingest_lines(as_lines(records), fast=True)
+    assert store.last_ingest_path == "fast"
+    kept = snapshot(store)
+    for index, change in ((2, {"text": "message 0 now says b"}), (3, {"probs": {"a": 0.5, "b": 0.5}}),
+                          (1, {"options": ["a", "b", "c"]}), (0, {"trust": 0.9})):
+        edited = [dict(r) for r in records]
+        edited[index].update(change)
+        lines = as_lines(edited)
+        other = Store.memory()
+        other.ingest_lines(as_lines(records), fast=False)
+        message = refusal(store, lines, fast=True)
+        assert "is stored with" in message and f"line {index + 1}:" in message
+        assert message == refusal(other, lines, fast=False)
+        assert snapshot(store) == kept
+
+
+def test_a_generator_read_once_is_replayed_for_the_per_line_path(monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 10)
+    lines = as_lines(small_file()) + ['{"type": "reading", "message": "m1", "question": "q", "reader": "r2", '
+                                      '"probs": {"a": "0.5", "b": 0.5}}\n']
+    message = refusal(Store.memory(), (line for line in lines), fast=True)
+    assert f"line {len(lines)}" in message and "JSON number" in message
+    assert message == refusal(Store.memory(), lines, fast=False)
+
+
+@pytest.mark.parametrize("odd", [
+    {"sent_at": "2026-01-01T10:00:00+0200"},          # a time form only the per-line path reads
+    {"text": "a line ending in a comma,}"},            # looks like a trailing comma to the JSON check
+    {"sent_at": " 2026-01-01"},                        # trimmed by parse_time
+])
+def test_valid_lines_the_fast_checks_cannot_prove_are_stored_by_the_per_line_path(odd):
+    records = small_file(3)
+    records[2] = {**records[2], **odd}
+    fast, added_fast, slow, added_slow = both_ways(as_lines(records))
+    assert fast.last_ingest_path == "per-line" and added_fast == added_slow
+    assert snapshot(fast) == snapshot(slow)
+
+
+def test_large_files_take_the_fast_path_by_themselves(tmp_path, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "FAST_MIN_LINES", 50)
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(as_lines(small_file())), encoding="utf-8")
+    store = Store.open(tmp_path / "doxa.duckdb")
+    assert store.ingest_file(path)["readings"] == 40 and store.last_ingest_path == "fast"
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(as_lines(small_file(3))), encoding="utf-8")
+    assert store.ingest_file(small) == {} and store.last_ingest_path == "per-line"
+    store.close()
