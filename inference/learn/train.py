@@ -309,7 +309,7 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
             states.write(store, kept_states, {"version": version}, epoch, replace_all=True)
         if folder is None:
             return
-        published = {int(v) for (v,) in con.execute("SELECT version FROM params WHERE complete").fetchall()}
+        published = {int(v) for (v,) in con.execute("SELECT version FROM params").fetchall()}
         # version files of no version are removed only from the store's own folder: a folder
         # given with --posterior-dir may hold other stores' files
         owned = folder == posterior_dir_for(store.path)
