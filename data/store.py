@@ -3,6 +3,12 @@
 All SQL of doxa lives in this package. :class:`Store` is the only object that
 touches the connection; the scorer and the fit receive numpy arrays
 (:class:`doxa.data.evidence.Evidence`).
+
+Why one module of ~750 lines: every public method here opens its session (read or write,
+docs/concurrency.md) around a few lines of SQL, and splitting the class would spread that
+one rule over several files. The bulk work lives apart: evidence loading in
+:mod:`.evidence_sql`, ingest in :mod:`.ingest` and :mod:`.writer`, the read log in
+:mod:`.read_log`, opening and waiting in :mod:`.connection`.
 """
 
 from __future__ import annotations
