@@ -26,6 +26,20 @@ DEFAULT_LOCK_TIMEOUT = 30.0
 FIRST_WAIT = 0.004
 LONGEST_WAIT = 0.25
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (one of another user's counts as running).
+
+    Staged files carry their writer's pid in their name: only a dead writer's are removed.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .connection import process_alive
+
 #: Above this many reads a side file is Parquet (written from the scorer's arrays).
 SMALL_LOG = 5000
 
@@ -117,16 +119,6 @@ def matrix_table(question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def complete_files(db_path: str) -> list[Path]:
     folder = log_dir(db_path)
     if not folder.is_dir():
@@ -175,7 +167,7 @@ def fold(con, db_path: str) -> int:
         return 0
     for stale in folder.glob(".tmp-*"):  # a read that died before its rename was never acknowledged
         pid = stale.name.split("-")[1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             stale.unlink(missing_ok=True)
     files = complete_files(db_path)
     if not files:

@@ -108,11 +108,11 @@ CREATE TABLE IF NOT EXISTS instructions (
 );
 
 -- One row per published parameter version; body is the JSON document the
--- scorer reads (see doxa.inference.params). Only complete versions are read.
+-- scorer reads (data/params_document.py). A version is written in one transaction with
+-- everything it owns (kept states, posterior file), so a row is never half a version.
 CREATE TABLE IF NOT EXISTS params (
     version    INTEGER PRIMARY KEY,
     created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
-    complete   BOOLEAN NOT NULL,
     body       VARCHAR NOT NULL
 );
 

@@ -3,6 +3,12 @@
 All SQL of doxa lives in this package. :class:`Store` is the only object that
 touches the connection; the scorer and the fit receive numpy arrays
 (:class:`doxa.data.evidence.Evidence`).
+
+Why one module of ~750 lines: every public method here opens its session (read or write,
+docs/concurrency.md) around a few lines of SQL, and splitting the class would spread that
+one rule over several files. The bulk work lives apart: evidence loading in
+:mod:`.evidence_sql`, ingest in :mod:`.ingest` and :mod:`.writer`, the read log in
+:mod:`.read_log`, opening and waiting in :mod:`.connection`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from .sql import bind, sql_literal
 from .times import FAR_FUTURE, from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 from .read_log import SMALL_LOG  # noqa: E402 - re-exported: up to this many reads are logged as JSON Lines
 
 
@@ -86,6 +92,11 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
                                     epoch BIGINT NOT NULL, last_t DOUBLE, state BLOB NOT NULL,
                                     n_evidence INTEGER NOT NULL, n_settled INTEGER NOT NULL);
         INSERT INTO meta VALUES ('evidence_epoch', '0'), ('structure_epoch', '0') ON CONFLICT DO NOTHING;
+    """),
+    # Version 5: a parameter version exists only once its transaction commits, so the
+    # `complete` flag every version carried (always true) is gone.
+    "4": ("5", """
+        ALTER TABLE params DROP COLUMN IF EXISTS complete;
     """),
 }
 
@@ -494,7 +505,7 @@ class Store:
     @_reads
     def latest_params(self) -> tuple[int | None, dict[str, Any] | None]:
         row = self.con.execute(
-            "SELECT version, body FROM params WHERE complete ORDER BY version DESC LIMIT 1"
+            "SELECT version, body FROM params ORDER BY version DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None, None
@@ -503,9 +514,9 @@ class Store:
     @_reads
     def params_versions(self) -> list[dict[str, Any]]:
         rows = self.con.execute(
-            "SELECT version, created_at, complete FROM params ORDER BY version"
+            "SELECT version, created_at FROM params ORDER BY version"
         ).fetchall()
-        return [{"version": v, "created_at": c.isoformat(), "complete": bool(ok)} for v, c, ok in rows]
+        return [{"version": v, "created_at": c.isoformat()} for v, c in rows]
 
     @_reads
     def params_body(self, version: int) -> dict[str, Any]:
@@ -515,7 +526,7 @@ class Store:
         return json.loads(row[0])
 
     def publish_params(self, body: dict[str, Any], *, before_commit=None) -> int:
-        """Write a new complete parameter version atomically; returns its number.
+        """Write a new parameter version atomically; returns its number.
 
         The document is checked first (:class:`ParamsDocument`): a malformed one is refused
         with a :class:`ParamsDocumentError` naming the field, and nothing is written.
@@ -534,7 +545,7 @@ class Store:
                 version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM params").fetchone()[0])
                 document = dict(body, format=checked.format, version=version)
                 con.execute(
-                    "INSERT INTO params (version, created_at, complete, body) VALUES (?, now()::TIMESTAMP, true, ?)",
+                    "INSERT INTO params (version, created_at, body) VALUES (?, now()::TIMESTAMP, ?)",
                     [version, json.dumps(document)],
                 ).fetchall()
                 if before_commit is not None:

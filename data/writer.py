@@ -2,6 +2,10 @@
 
 Per-record work here is plain attribute access on validated models; the writes are
 Arrow tables inserted with one ``INSERT … SELECT`` per table.
+
+Why one module of ~550 lines: :func:`write_batch` checks every reference of a file against
+the file itself and the store in one pass, so that all problems come back together with
+their lines; its checks share the file's maps of ids, and a split would pass them around.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 
+from .logistic import logit
 from .tree import SourceTree
 
 
@@ -61,7 +62,7 @@ class ModelStructure:
         trust = np.asarray(evidence.sources.trust, dtype=np.float64)
         has = np.isfinite(trust)
         clipped = np.clip(trust[has], 1e-3, 1 - 1e-3)
-        stated[leaf_of_source[has]] = np.log(clipped) - np.log1p(-clipped)
+        stated[leaf_of_source[has]] = logit(clipped)
         leaf_per_reading = leaf_of_source[evidence.source_index] if evidence.n_readings else np.zeros(0, np.int64)
 
         kinds, question_kind = np.unique(qt.kinds.astype(str), return_inverse=True)

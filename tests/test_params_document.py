@@ -65,7 +65,7 @@ def test_a_malformed_document_is_refused_on_publish_and_nothing_is_written(small
 @pytest.mark.parametrize("change, field", BAD, ids=[f for _, f in BAD])
 def test_a_malformed_published_version_is_refused_on_read(small_mem, change, field):
     # written past the check, as a store edited by hand or by a broken older doxa would hold it
-    small_mem.store.con.execute("INSERT INTO params VALUES (7, now()::TIMESTAMP, true, ?)",
+    small_mem.store.con.execute("INSERT INTO params VALUES (7, now()::TIMESTAMP, ?)",
                                 [json.dumps(dict(bad_document(change), version=7))])
     with pytest.raises(ParamsDocumentError) as err:
         small_mem.belief("maya.flower", NOW)
@@ -96,7 +96,7 @@ def test_doxa_belief_names_the_bad_field_of_a_published_version(tmp_path, small_
     assert runner.invoke(app, ["ingest", records.write_jsonl(tmp_path / "small.jsonl", small_records),
                                "--db", path]).exit_code == 0
     with Store.open(path) as store:
-        store.con.execute("INSERT INTO params VALUES (1, now()::TIMESTAMP, true, ?)",
+        store.con.execute("INSERT INTO params VALUES (1, now()::TIMESTAMP, ?)",
                           [json.dumps(bad_document({"readers": {"a-reader": {"temperature": -2}}}))])
     for args in (["belief", "maya.flower"], ["belief", "maya.flower", "--json"]):
         out = runner.invoke(app, args + ["--db", path])

@@ -49,3 +49,17 @@ def test_a_store_from_a_newer_doxa_is_refused_with_the_fix(tmp_path):
         store.con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 99.*upgrade doxa"):
         Store.open(path)
+
+
+def test_a_version_4_store_loses_the_complete_flag_and_keeps_its_parameter_versions(tmp_path):
+    path = str(tmp_path / "v4.duckdb")
+    with Store.open(path) as store:
+        store.con.execute("ALTER TABLE params ADD COLUMN complete BOOLEAN DEFAULT true")
+        store.con.execute("INSERT INTO params (version, body, complete) VALUES (1, '{\"format\": 1}', true)")
+        store.con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    with Store.open(path) as store:
+        columns = [r[0] for r in store.con.execute("DESCRIBE params").fetchall()]
+        assert columns == ["version", "created_at", "body"]
+        assert store.latest_params() == (1, {"format": 1})
+        assert [v["version"] for v in store.params_versions()] == [1]
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"

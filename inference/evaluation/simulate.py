@@ -1,17 +1,15 @@
 """Draw :class:`~doxa.data.evidence.Evidence` straight from the generative story (vectorised).
 
-For tests of the fit and for the scale benchmark: the truth is known, nothing goes
-through DuckDB, and a million readings take a couple of seconds. The readings follow
-the story of :mod:`doxa.model.belief_model` exactly:
+For tests of the fit and for the fit-scale benchmark: the truth is known, nothing goes
+through DuckDB, and a million readings take a couple of seconds. The story itself (answers
+over time, what a message states, what the reader reports) is :mod:`.story`, the same
+code the generated world draws with; what is particular here is the plain world around it:
+a three-level tree of sources with Normal logit offsets, readings spread uniformly (or
+log-normally) over questions and uniformly over time, one reader, and settlements of the
+then-true answer.
 
-- the answer of a question changes at its kind's rate ``λ_k``, redrawn from ``π_k``;
-- a message states the truth with probability ``α_s`` (else another option uniformly),
-  or, with probability ``m = u + (1-u) o`` (unclear/unrelated, one-off), a uniformly
-  random option;
-- the reader is calibrated after tempering: with confidence ``κ`` its top option is the
-  stated one (so ``P(states c | r̃) = r̃_c``), and it reports ``r ∝ r̃^τ``.
-
-The generated-world benchmark (``doxa.inference.evaluation.world``) is the richer, end-to-end version.
+The generated world (:mod:`doxa.inference.evaluation.world`) is the richer, end-to-end
+version: people, texts, copies, campaigns, records through the real ingest path.
 """
 
 from __future__ import annotations
@@ -23,6 +21,8 @@ import numpy as np
 
 from doxa.data.evidence import Evidence, QuestionTable, SourceTable, options_key
 from doxa.model.logistic import sigmoid
+
+from .story import SECONDS_PER_DAY, AnswerTimelines, report, soft_reading, state
 
 T0_DAYS = 20000.0  # 2024-10-04: keeps times realistic without meaning anything
 
@@ -43,6 +43,7 @@ class SimulationConfig:
     trust_scale: tuple[float, ...] = (1.0, 0.6, 0.5)  # per depth: top layer, sublayer, source
     source_weights: str = "uniform"  # or "zipf": a few sources say most
     reader_temperature: float = 1.5
+    reader_beta: float = 0.2  # Dirichlet noise of the soft reading: r̃ ~ Dirichlet(β·1 + e_c)
     unclear_mean: float = 0.1
     one_off_mean: float = 0.08
     settled_fraction: float = 0.5
@@ -91,31 +92,14 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     k_max = int(max(cfg.kind_options))
     horizon = cfg.horizon_days
 
-    # ---- answer process: initial value plus Poisson change points (value redrawn from π)
-    cum_priors = np.zeros((n_kinds, k_max))
+    # ---- the answer process, in seconds
+    prior_table = np.zeros((n_kinds, k_max))
     for i, p in enumerate(priors):
-        cum_priors[i, : len(p)] = np.cumsum(p)
-        cum_priors[i, len(p):] = 1.0
-
-    def draw(kinds: np.ndarray) -> np.ndarray:
-        u = rng.random(len(kinds))
-        return (u[:, None] > cum_priors[kinds]).sum(axis=1)
-
-    n_change = rng.poisson(rates[q_kind] * horizon)
-    change_q = np.repeat(np.arange(n_q), n_change + 1)
-    first = np.r_[True, change_q[1:] != change_q[:-1]]
-    change_t = np.where(first, -np.inf, rng.random(len(change_q)) * horizon)  # first: the initial state
-    order = np.lexsort((change_t, change_q))
-    change_q, change_t = change_q[order], change_t[order]
-    change_v = draw(q_kind[change_q])
-    real_change = ~first & np.r_[False, change_v[1:] != change_v[:-1]]
-    n_real_changes = np.bincount(q_kind[change_q[real_change]], minlength=n_kinds)
-
-    def truth_at(q: np.ndarray, t: np.ndarray) -> np.ndarray:
-        key_changes = change_q * (horizon * 4) + np.where(np.isinf(change_t), -1.0, change_t)
-        key = q * (horizon * 4) + t
-        pos = np.searchsorted(key_changes, key, side="right") - 1
-        return change_v[pos]
+        prior_table[i, : len(p)] = p
+    horizon_s = int(round(horizon * SECONDS_PER_DAY))
+    answers = AnswerTimelines.draw(rng, prior_table, rates, q_kind, horizon, horizon_s)
+    real_change = answers.real_changes()
+    n_real_changes = np.bincount(q_kind[answers.change_q[real_change]], minlength=n_kinds)
 
     # ---- readings
     if cfg.length_skew > 0:
@@ -125,7 +109,7 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
         lengths = 1 + rng.poisson(max(cfg.readings_per_question - 1, 0), n_q)
     n = int(lengths.sum())
     r_q = np.repeat(np.arange(n_q), lengths)
-    r_t = rng.random(n) * horizon
+    r_t = rng.integers(0, horizon_s, n)
     if cfg.source_weights == "zipf":
         w = 1.0 / np.arange(1, len(leaf_logit) + 1)
         w = rng.permutation(w / w.sum())
@@ -133,34 +117,21 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     else:
         r_src = rng.integers(0, len(leaf_logit), n)
     k_r = q_k[r_q]
-    truth = truth_at(r_q, r_t)
-
-    def other_than(x: np.ndarray, k: np.ndarray) -> np.ndarray:
-        return (x + 1 + (rng.random(len(x)) * (k - 1)).astype(np.int64)) % k
-
-    stated = np.where(rng.random(n) < alpha_leaf[r_src], truth, other_than(truth, k_r))
     u = rng.beta(1.0, (1 - cfg.unclear_mean) / cfg.unclear_mean, n) if cfg.unclear_mean > 0 else np.zeros(n)
     o = rng.beta(1.0, (1 - cfg.one_off_mean) / cfg.one_off_mean, n) if cfg.one_off_mean > 0 else np.zeros(n)
-    says_nothing = rng.random(n) < u + (1 - u) * o
-    stated = np.where(says_nothing, (rng.random(n) * k_r).astype(np.int64), stated)
-    kappa = 1.0 / k_r + (0.995 - 1.0 / k_r) * rng.beta(2.0, 1.0, n)
-    top = np.where(rng.random(n) < kappa, stated, other_than(stated, k_r))
-    valid = np.arange(k_max)[None, :] < k_r[:, None]
-    calibrated = np.where(valid, ((1 - kappa) / (k_r - 1))[:, None], 0.0)
-    calibrated[np.arange(n), top] = kappa
-    reported = np.where(valid, calibrated ** cfg.reader_temperature, 0.0)
-    reported /= reported.sum(axis=1, keepdims=True)
-    probs = reported * (1 - u)[:, None]
+    stated, _ = state(rng, answers.answer(r_q, r_t), k_r, alpha_leaf[r_src], u, o)
+    calibrated = soft_reading(rng, stated, k_r, np.full(n, cfg.reader_beta), k_max)
+    probs, unclear, unrelated = report(calibrated, np.full(n, cfg.reader_temperature), u, np.full(n, 0.5), k_r)
 
     order = np.lexsort((r_t, r_q))
     # ---- settlements
     settled = rng.random(n_q) < cfg.settled_fraction
     n_settle = np.where(settled, 1 + rng.poisson(max(cfg.settlements_per_question - 1, 0), n_q), 0)
     s_q = np.repeat(np.arange(n_q), n_settle)
-    s_t = rng.random(len(s_q)) * horizon
+    s_t = rng.integers(0, horizon_s, len(s_q))
     s_order = np.lexsort((s_t, s_q))
     s_q, s_t = s_q[s_order], s_t[s_order]
-    s_answer = truth_at(s_q, s_t)
+    s_answer = answers.answer(s_q, s_t)
 
     options = [[f"o{j}" for j in range(k)] for k in q_k.tolist()]
     ids = np.asarray([f"q{i:06d}" for i in range(n_q)], dtype=object)
@@ -172,10 +143,10 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
             n_options=q_k.astype(np.int64),
             options_key=np.asarray([options_key(kd, op) for kd, op in zip(kinds, options)], dtype=object),
         ),
-        q=r_q[order], t=T0_DAYS + r_t[order], source_index=r_src[order].astype(np.int64),
+        q=r_q[order], t=T0_DAYS + r_t[order] / SECONDS_PER_DAY, source_index=r_src[order].astype(np.int64),
         reader_index=np.zeros(n, dtype=np.int64), probs=probs[order],
-        unclear=(u / 2)[order], unrelated=(u / 2)[order], one_off=o[order],
-        settle_q=s_q.astype(np.int64), settle_t=T0_DAYS + s_t, settle_answer=s_answer.astype(np.int64),
+        unclear=unclear[order], unrelated=unrelated[order], one_off=o[order],
+        settle_q=s_q.astype(np.int64), settle_t=T0_DAYS + s_t / SECONDS_PER_DAY, settle_answer=s_answer.astype(np.int64),
         settle_how=np.full(len(s_q), "outcome", dtype=object),
         reject_q=np.zeros(0, np.int64), reject_t=np.zeros(0), reject_answer=np.zeros(0, np.int64),
         sources=SourceTable(ids=leaf_ids, paths=leaf_paths, trust=np.full(len(leaf_ids), np.nan)),
@@ -198,7 +169,7 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
         half_life_days={kind_names[i]: float(cfg.half_life_days[i]) for i in range(n_kinds)},
         n_changes={kind_names[i]: int(n_real_changes[i]) for i in range(n_kinds)},
         reader_temperature={"sim-reader": cfg.reader_temperature},
-        current=truth_at(np.arange(n_q), np.full(n_q, horizon)),
+        current=answers.answer(np.arange(n_q), np.full(n_q, horizon_s)),
         config=cfg,
     )
     return evidence, truth_out

@@ -8,26 +8,21 @@ the assistant's own notes, planted false claims). Because every latent is kept i
 and run doxa's scorer with the true parameters (:meth:`World.oracle_params`): the
 ceiling.
 
-The generative story, per question ``q`` of kind ``k`` with options ``1..K``:
+The story itself — true answers over time, what a message states, what the reader reports —
+is drawn by :mod:`.story` (the one generator, shared with :mod:`.simulate`). Around it, per
+question ``q`` of kind ``k`` with options ``1..K``:
 
-- truth: ``z_q(0) ~ Categorical(π_k)``; change events arrive as a Poisson process of
-  rate ``λ_k`` per day and at each event ``z`` is redrawn from ``π_k`` (it may redraw
-  the same option), so ``P(z_{t+Δ}=j | z_t=i) = ρ[i=j] + (1-ρ)π_k[j]``, ``ρ = e^{-λ_k Δ}``.
-  ``π_k ~ Dirichlet`` and ``log λ_k ~ Normal`` unless the config pins them.
+- truth: the answer process of :mod:`.story`, with ``π_k ~ Dirichlet`` and
+  ``log λ_k ~ Normal`` unless the config pins them.
 - sources: every prefix of a source's layer path is a node; ``logit α_node =
   logit α_parent + σ_depth · ε``, ``ε ~ N(0, 1)`` (depth 1 = top layer, whose parent
   is a root at ``logit α_root``; a leaf = one source, depth ``len(layers) + 1``).
   Nodes named in ``sources.trust`` are pinned to that value instead of drawn.
 - messages about ``q`` arrive as a Poisson process (rate per kind × person activity);
   each picks a source group by share and a leaf by Zipf popularity. Per message the
-  reader's ``u`` (unclear + unrelated) and ``o`` (one-off) are drawn from Beta mixtures.
-  With probability ``u + (1-u)·o`` the message states an option uniformly at random,
-  independent of the truth; otherwise it states ``z_q(t)`` with probability ``α_s``,
-  else one of the other ``K-1`` uniformly.
-- the reader, given stated option ``c``: ``r̃ ~ Dirichlet(β·1 + e_c)`` (so
-  ``p(r̃ | c) ∝ r̃_c``: exactly the soft evidence the model assumes), reports
-  ``probs = (1-u) · normalise(r̃^τ)`` (``τ > 1``: overconfident), ``unclear + unrelated
-  = u`` and ``one_off = o``. The model's inverse map is ``r̃ ∝ probs^(1/τ)``.
+  reader's ``u`` (unclear + unrelated) and ``o`` (one-off) are drawn from Beta mixtures;
+  what it states and what the reader (``β``, ``τ`` from the config) reports follow
+  :mod:`.story`. The model's inverse map is ``r̃ ∝ probs^(1/τ)``.
 
 Together these give the per-message likelihood of docs/design.md §2,
 ``L(j) ∝ (u + (1-u)o)/K + (1-u)(1-o)(α r̃_j + (1-α)(1-r̃_j)/(K-1))``.
@@ -64,8 +59,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from doxa.model.logistic import logit, sigmoid
 
+from .story import SECONDS_PER_DAY, AnswerTimelines, categorical, report, soft_reading, state
+
 WORLDS_DIR = Path(__file__).with_name("worlds")
-SECONDS_PER_DAY = 86_400
 SETTLEMENT_HOWS = ("correction", "approval", "outcome")
 
 
@@ -755,41 +751,16 @@ def _planted_claims(world: World, question_id: str, stated: int, days: list[floa
 
 def _read_one(rng: np.random.Generator, stated: int, k: int, reader: ReaderConfig, u: float,
               unrelated_fraction: float) -> tuple[list[float], float, float]:
-    shape = np.full(k, reader.beta)
-    shape[stated] += 1.0
-    calibrated = rng.dirichlet(shape)
-    probs, unclear, unrelated = _report(calibrated[None, :], np.array([reader.temperature]), np.array([u]),
-                                        np.array([unrelated_fraction]), np.array([k]))
+    ks = np.array([k])
+    calibrated = soft_reading(rng, np.array([stated]), ks, np.array([reader.beta]), width=k)
+    probs, unclear, unrelated = report(calibrated, np.array([reader.temperature]), np.array([u]),
+                                       np.array([unrelated_fraction]), ks)
     return probs[0, :k].tolist(), float(unclear[0]), float(unrelated[0])
-
-
-def _report(calibrated: np.ndarray, tau: np.ndarray, u: np.ndarray, fraction: np.ndarray,
-            k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reader output from calibrated soft readings: ``probs = (1-u)·normalise(r̃^τ)``.
-
-    Kept at full precision (no rounding): the inverse map ``r^(1/τ)`` magnifies
-    small probabilities, and the masses then sum to 1 within float error.
-    """
-    with np.errstate(divide="ignore"):
-        logs = np.log(calibrated) * tau[:, None]
-    logs -= logs.max(axis=1, keepdims=True)
-    powered = np.exp(logs)
-    powered[np.arange(calibrated.shape[1])[None, :] >= k[:, None]] = 0.0
-    r = powered / powered.sum(axis=1, keepdims=True)
-    return r * (1.0 - u)[:, None], u * (1.0 - fraction), u * fraction
 
 
 # =============================================================================
 # generation
 # =============================================================================
-
-
-def _categorical(rng: np.random.Generator, probs: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """One draw per row index from ``probs[rows]`` (rows of a (R, K) matrix, zero-padded)."""
-    cum = np.cumsum(probs, axis=1)
-    cum = cum / cum[:, -1:]
-    draws = rng.random(rows.shape[0])
-    return (draws[:, None] >= cum[rows]).sum(axis=1).astype(np.int64)
 
 
 def _beta_mixture(rng: np.random.Generator, mix: BetaMixture, n: int) -> np.ndarray:
@@ -998,23 +969,12 @@ class _Generator:
 
     # ------------------------------------------------------------------ truth timelines
     def timelines(self) -> None:
-        rng = self.r_truth
-        n_q = len(self.q_ids)
-        self.z0 = _categorical(rng, self.prior, self.q_kind)
-        counts = rng.poisson(self.rate[self.q_kind] * self.cfg.days)
-        ev_q = np.repeat(np.arange(n_q), counts)
-        ev_t = rng.integers(1, self.horizon, size=ev_q.size)
-        order = np.lexsort((ev_t, ev_q))
-        self.ev_q, self.ev_t = ev_q[order], ev_t[order]
-        self.ev_val = _categorical(rng, self.prior, self.q_kind[self.ev_q])
-        self.ev_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        self.ev_key = self.ev_q * (self.horizon + 1) + self.ev_t
+        self.answers = AnswerTimelines.draw(self.r_truth, self.prior, self.rate, self.q_kind, self.cfg.days,
+                                            self.horizon)
 
     def answer(self, q: np.ndarray, t: np.ndarray) -> np.ndarray:
         """True option index of questions ``q`` at seconds ``t`` (vectorised)."""
-        n_before = np.searchsorted(self.ev_key, q * (self.horizon + 1) + t, side="right") - self.ev_start[q]
-        last = self.ev_val[np.maximum(self.ev_start[q] + n_before - 1, 0)] if self.ev_val.size else np.zeros_like(q)
-        return np.where(n_before > 0, last, self.z0[q])
+        return self.answers.answer(q, t)
 
     # ------------------------------------------------------------------ messages and readings
     def messages(self) -> None:
@@ -1024,7 +984,7 @@ class _Generator:
         counts = rng.poisson(rate * cfg.days)
         m_q = np.repeat(np.arange(len(self.q_ids)), counts)
         m_t = rng.integers(0, self.horizon, size=m_q.size)
-        groups = _categorical(rng, self.kind_group_weights, self.q_kind[m_q])
+        groups = categorical(rng, self.kind_group_weights, self.q_kind[m_q])
         leaves = self.pick_leaves(rng, groups, self.q_person[m_q])
         self.m_q, self.m_t, self.m_leaf = m_q, m_t, leaves
         self.m_assistant = self.group_assistant[groups]
@@ -1033,7 +993,7 @@ class _Generator:
         self.m_u = _beta_mixture(rng, cfg.reading.unclear, n)
         self.m_o = _beta_mixture(rng, cfg.reading.one_off, n)
         readers = np.array([r.share for r in cfg.readers])[None, :]
-        self.m_reader = _categorical(rng, readers, np.zeros(n, dtype=np.int64))
+        self.m_reader = categorical(rng, readers, np.zeros(n, dtype=np.int64))
 
     def read(self, rng: np.random.Generator, q: np.ndarray, t: np.ndarray, alpha: np.ndarray,
              u: np.ndarray, o: np.ndarray, reader: np.ndarray, force: np.ndarray | None = None,
@@ -1045,27 +1005,19 @@ class _Generator:
         n = q.size
         k = self.q_k[q]
         truth = self.answer(q, t)
-        noise = rng.random(n) < u + (1.0 - u) * o
-        correct = rng.random(n) < alpha
-        other = (truth + 1 + rng.integers(0, np.maximum(k - 1, 1))) % k
+        lean_to = None
         if leaf is not None and self.source_bias.any():
             favourite = self.favourite[leaf, self.q_kind[q]]
             leans = (self.r_knobs.random(n) < self.source_bias[leaf]) & (favourite != truth)
-            other = np.where(leans, favourite, other)
-        uniform = rng.integers(0, k)
-        stated = np.where(noise, uniform, np.where(correct, truth, other))
+            lean_to = np.where(leans, favourite, -1)
+        stated, noise = state(rng, truth, k, alpha, u, o, lean_to)
         if force is not None:
             stated = np.where(force >= 0, force, stated)
         beta = np.array([r.beta for r in self.cfg.readers])[reader]
         tau = np.array([r.temperature for r in self.cfg.readers])[reader]
-        shape = np.repeat(beta[:, None], self.k_max, axis=1)
-        shape[np.arange(n), stated] += 1.0
-        draws = rng.gamma(shape)
-        draws[np.arange(self.k_max)[None, :] >= k[:, None]] = 0.0
-        # a row whose gammas all underflowed to 0 cannot happen: the stated entry has shape >= 1
-        calibrated = draws / draws.sum(axis=1, keepdims=True)
+        calibrated = soft_reading(rng, stated, k, beta, self.k_max)
         fraction = rng.beta(*self.cfg.reading.unrelated_fraction, size=n)
-        probs, unclear, unrelated = _report(calibrated, tau, u, fraction, k)
+        probs, unclear, unrelated = report(calibrated, tau, u, fraction, k)
         return {"truth": truth, "stated": stated, "noise": noise, "probs": probs, "unclear": unclear,
                 "unrelated": unrelated}
 
@@ -1105,7 +1057,7 @@ class _Generator:
         weights = self.kind_group_weights * (~self.group_assistant & ~self.group_per_subject)[None, :]
         usable = weights.sum(axis=1)[self.q_kind[self.m_q[originals]]] > 0
         originals = originals[usable]
-        groups = _categorical(rng, weights, self.q_kind[self.m_q[originals]])
+        groups = categorical(rng, weights, self.q_kind[self.m_q[originals]])
         leaves = self.pick_leaves(rng, groups, self.q_person[self.m_q[originals]])
         same = leaves == self.m_leaf[originals]
         # a forward comes from someone else: step to the group's next leaf (or drop a one-leaf group's copy)
@@ -1134,7 +1086,7 @@ class _Generator:
         self.s_answer = self.answer(self.s_q, self.s_t)
         hows = list(cfg.settlements.how)
         shares = np.array([[cfg.settlements.how[h] for h in hows]]) if hows else np.ones((1, 1))
-        self.s_how = [hows[i] for i in _categorical(rng, shares, np.zeros(s_q.size, dtype=np.int64)).tolist()] if hows else []
+        self.s_how = [hows[i] for i in categorical(rng, shares, np.zeros(s_q.size, dtype=np.int64)).tolist()] if hows else []
         self.settled = settled
 
     # ------------------------------------------------------------------ text
@@ -1343,9 +1295,11 @@ class _Generator:
                   "first_name": self.first[int(self.q_person[q])]}
             for q, qid in enumerate(self.q_ids)
         }
-        bounds = np.concatenate([self.ev_start, [self.ev_q.size]])
-        change_times = {qid: self.ev_t[bounds[q]:bounds[q + 1]] / SECONDS_PER_DAY for q, qid in enumerate(self.q_ids)}
-        change_values = {qid: self.ev_val[bounds[q]:bounds[q + 1]].copy() for q, qid in enumerate(self.q_ids)}
+        answers = self.answers
+        bounds = answers.bounds()
+        change_times = {qid: answers.change_t[bounds[q]:bounds[q + 1]] / SECONDS_PER_DAY
+                        for q, qid in enumerate(self.q_ids)}
+        change_values = {qid: answers.change_value[bounds[q]:bounds[q + 1]].copy() for q, qid in enumerate(self.q_ids)}
         node_trust = {node: float(sigmoid(x)) for node, x in self.node_logit.items()}
         node_trust.update({p: float(sigmoid(x)) for p, x in zip(self.source_paths, self.source_logit.tolist())})
         node_logit = dict(self.node_logit)
@@ -1386,7 +1340,7 @@ class _Generator:
             questions=questions,
             change_times=change_times,
             change_values=change_values,
-            initial={qid: int(self.z0[q]) for q, qid in enumerate(self.q_ids)},
+            initial={qid: int(answers.initial[q]) for q, qid in enumerate(self.q_ids)},
             prior={k: self.prior[i, : self.k_of_kind[i]].tolist() for i, k in enumerate(self.kind_names)},
             change_rate={k: float(self.rate[i]) for i, k in enumerate(self.kind_names)},
             kind_options={k.name: list(k.options) for k in cfg.kinds},

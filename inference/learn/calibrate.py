@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.optimize import isotonic_regression, minimize_scalar
 
 from doxa.inference.learn.metrics import N_BINS, calibration_metrics, log_loss, reliability_table, top_answer
 from doxa.inference.read.scorer import apply_calibration as _scorer_apply
@@ -56,21 +57,8 @@ def apply_calibration(calibration: dict[str, Any], probs: np.ndarray) -> np.ndar
     return _scorer_apply(calibration, probs)
 
 
-def _golden(loss, lo: float, hi: float, iterations: int = 50) -> float:
-    golden = (np.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - golden * (b - a), a + golden * (b - a)
-    fc, fd = loss(c), loss(d)
-    for _ in range(iterations):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - golden * (b - a)
-            fc = loss(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + golden * (b - a)
-            fd = loss(d)
-    return (a + b) / 2
+def _minimise(loss, lo: float, hi: float) -> float:
+    return float(minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-9}).x)
 
 
 def _temperature_map(log_t: float, floor: float) -> dict[str, Any]:
@@ -82,7 +70,7 @@ def _temperature_map(log_t: float, floor: float) -> dict[str, Any]:
 
 def fit_temperature(probs: np.ndarray, answer: np.ndarray, *, floor: bool = False,
                     bounds: tuple[float, float] = (0.05, 20.0)) -> dict[str, Any]:
-    """MAP temperature (and floor) for ``p^(1/T)`` (coordinate-wise golden-section search)."""
+    """MAP temperature (and floor) for ``p^(1/T)`` (coordinate-wise bounded scalar minimisation)."""
     n = max(len(answer), 1)
     a_prior, b_prior = FLOOR_PRIOR
 
@@ -96,35 +84,33 @@ def fit_temperature(probs: np.ndarray, answer: np.ndarray, *, floor: bool = Fals
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
     log_t, eps = 0.0, (0.02 if floor else 0.0)
     for _ in range(4 if floor else 1):
-        log_t = _golden(lambda x: objective(x, eps), lo, hi)
+        log_t = _minimise(lambda x: objective(x, eps), lo, hi)
         if floor:
-            eps = _golden(lambda e: objective(log_t, e), 1e-4, 0.5)
+            eps = _minimise(lambda e: objective(log_t, e), 1e-4, 0.5)
     return _temperature_map(log_t, eps)
 
 
 def fit_isotonic(probs: np.ndarray, answer: np.ndarray) -> tuple[list[float], list[float]]:
     """Knots ``(x, y)`` of a non-decreasing map from top probability to accuracy.
 
-    Pool adjacent violators over the sorted top probabilities; each block's accuracy
+    Isotonic regression (pool adjacent violators, scipy's) of hits on the sorted top
+    probabilities; each block's accuracy
     is smoothed by one pseudo-count toward its mean confidence, so a small block of
     hits never maps to exactly 1 (which would make one miss cost infinite log-loss).
     """
     conf, correct = top_answer(probs, answer)
+    if not conf.size:
+        return [], []
     order = np.argsort(conf, kind="stable")
-    conf, correct = conf[order], correct[order]
-    sums: list[float] = []
-    counts: list[float] = []
-    confs: list[float] = []
-    for c, y in zip(conf.tolist(), correct.tolist()):  # O(n) stack; n = settlements, not evidence
-        sums.append(y)
-        counts.append(1.0)
-        confs.append(c)
-        while len(sums) > 1 and sums[-2] / counts[-2] >= sums[-1] / counts[-1]:
-            s, n, cf = sums.pop(), counts.pop(), confs.pop()
-            sums[-1] += s
-            confs[-1] = (confs[-1] * counts[-1] + cf * n) / (counts[-1] + n)
-            counts[-1] += n
-    s_arr, n_arr, x_arr = np.asarray(sums), np.asarray(counts), np.asarray(confs)
+    conf, correct = conf[order], correct[order].astype(np.float64)
+    bounds = isotonic_regression(correct).blocks
+    starts, counts = bounds[:-1], np.diff(bounds).astype(np.float64)
+    sums, conf_sums = np.add.reduceat(correct, starts), np.add.reduceat(conf, starts)
+    # adjacent pieces of equal accuracy are one piece of the map (the fitted values are equal)
+    means = sums / counts
+    piece = np.cumsum(np.r_[True, means[1:] != means[:-1]]) - 1
+    s_arr, n_arr = np.bincount(piece, sums), np.bincount(piece, counts)
+    x_arr = np.bincount(piece, conf_sums) / n_arr
     y_arr = (s_arr + x_arr) / (n_arr + 1.0)
     y_arr = np.maximum.accumulate(np.clip(y_arr, 0.0, 1.0))
     # knots must strictly increase in x for np.interp; ties (equal confidences) keep the last

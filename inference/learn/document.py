@@ -16,7 +16,7 @@ import torch
 from doxa.inference.read.params import (confusion_for_source, default_params, kind_change_rate, kind_prior,
                                         reader_temperature, trust_for_source, with_defaults)
 from doxa.model.likelihood import Derived
-from doxa.model.logistic import sigmoid
+from doxa.model.logistic import logit, sigmoid
 from doxa.model.structure import ModelStructure
 
 
@@ -117,5 +117,5 @@ def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=
         prior_table[k] = torch.as_tensor(np.vstack(rows + [np.full(k, 1.0 / k)]), dtype=dtype)
     rate = torch.as_tensor([kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
     tau = torch.as_tensor([reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
-    return Derived(trust_logit=torch.as_tensor(np.log(alpha) - np.log1p(-alpha), dtype=dtype),
+    return Derived(trust_logit=torch.as_tensor(logit(alpha), dtype=dtype),
                    confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from doxa.data.connection import process_alive
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.choice import choose_form
@@ -309,7 +310,7 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
             states.write(store, kept_states, {"version": version}, epoch, replace_all=True)
         if folder is None:
             return
-        published = {int(v) for (v,) in con.execute("SELECT version FROM params WHERE complete").fetchall()}
+        published = {int(v) for (v,) in con.execute("SELECT version FROM params").fetchall()}
         # version files of no version are removed only from the store's own folder: a folder
         # given with --posterior-dir may hold other stores' files
         owned = folder == posterior_dir_for(store.path)
@@ -337,7 +338,7 @@ def remove_leftovers(folder: Path, published: set[int] | None) -> list[Path]:
     removed = []
     for path in folder.glob(".staged-*.nc"):
         pid = path.name.split("-")[1].split(".")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             path.unlink(missing_ok=True)
             removed.append(path)
     for path in folder.glob("v*.nc") if published is not None else ():
@@ -346,16 +347,6 @@ def remove_leftovers(folder: Path, published: set[int] | None) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 from doxa.data.evidence import Evidence, QuestionTable
 from doxa.data.store import Store, to_days
 
-from . import params as P
+from .params import with_defaults
 from . import scorer
 
 #: An ingest refreshes the kept states of at most this many questions in its own write; a
@@ -58,7 +58,7 @@ def version_key(params: dict[str, Any]) -> int:
 
 def compute(evidence: Evidence, params: dict[str, Any]) -> States:
     """Every question's state after its last event (all of ``evidence``, whatever its cut)."""
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
     state, _, last_t = scorer.filter_states(inputs.prior, inputs.rate, q, t, like)
@@ -94,7 +94,7 @@ def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | N
 
     Same result as ``scorer.score(store.load_evidence(at, question_ids), params, at)``.
     """
-    params = P.with_defaults(params)
+    params = with_defaults(params)
     t_query = to_days(at)
     with store.reading():
         if subjects is not None and question_ids is None:
