@@ -37,7 +37,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import store_scale as S  # noqa: E402
 
-ENV = {**{k: v for k, v in os.environ.items() if k != "DOXA_DB"}, "DOXA_LOCK_TIMEOUT": "120"}
+# PYTHONDONTWRITEBYTECODE is dropped: a user's doxa starts from its bytecode cache, as numpy and
+# duckdb (compiled when installed) do in the floor it is measured against
+ENV = {**{k: v for k, v in os.environ.items() if k not in ("DOXA_DB", "PYTHONDONTWRITEBYTECODE")},
+       "DOXA_LOCK_TIMEOUT": "120"}
 
 
 def doxa(*args: str) -> list[str]:
@@ -188,6 +191,7 @@ def after_new_message(db: str, work: Path, question: str, runs: int) -> dict:
     walls = {}
     for name, command in {"doxa belief": doxa("belief", question, "--db", db, "--json"),
                           "python -c 'import duckdb, numpy'": [sys.executable, "-c", "import duckdb, numpy"]}.items():
+        subprocess.run(command, check=True, capture_output=True, env=ENV)  # writes the bytecode cache, if missing
         times = []
         for _ in range(runs):
             start = time.perf_counter()

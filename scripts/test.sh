@@ -4,7 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# one worker per core (pytest-xdist); a file's tests stay on one worker, so each module's
+# fitted fixture is computed once
+.venv/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: failing on purpose" >&2

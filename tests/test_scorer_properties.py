@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import doxa
 import records as R
+from doxa.model.independence import FRESH_READINGS
 from reference import hand_likelihood, hand_shares, hand_trust
 
 EXAMPLES = int(os.environ.get("DOXA_PROPERTY_EXAMPLES", "12"))
@@ -306,10 +307,18 @@ def test_a_reading_that_favours_an_answer_never_lowers_it(world, data):
     trust = data.draw(st.floats(1.0 / k + 1e-3, 0.99), label="trust")
     hours = data.draw(st.integers(0, HORIZON_HOURS), label="when")
     at = BASE + timedelta(hours=hours)
+    # The new source has a history (older readings on a question of its own), so its reading joins
+    # no campaign of fresh accounts: a campaign reads as about one reading of its members' strength,
+    # so by design a weak fresh echo of a fresh claim can weaken it (tests/test_independence.py).
+    history = [R.question("new-source.history", ["a", "b"], subject="p")]
+    for i in range(FRESH_READINGS + 1):
+        history += [R.message(f"history-{i}", "new-source", at_hours(0), f"an older message, number {i}"),
+                    R.reading(f"history-{i}", "new-source.history", {"a": 1.0, "b": 0.0})]
     with fresh(world.records) as memory:
         before = memory.belief(qid, at).answers[options[favoured]]
         memory.ingest([
             R.source("new-source", data.draw(st.sampled_from(SOURCE_LAYERS), label="layers"), trust=trust),
+            *history,
             R.message("new-message", "new-source", at_hours(hours), "a brand new message about the question"),
             R.reading("new-message", qid, dict(zip(options, probs)), reader=data.draw(st.sampled_from(READERS)),
                       unclear=unclear, unrelated=unrelated, one_off=one_off),
