@@ -224,6 +224,113 @@ def _progress(enabled: bool):
     return bar
 
 
+
+# ----------------------------------------------------------------------------- organizing
+
+
+@dataclass
+class OrganizeRun:
+    """What the organizer made of the messages it got to (through ``remember``, no reader), and what it cost."""
+
+    results: list[Any] = field(default_factory=list)
+    world_question_of: dict[str, str] = field(default_factory=dict)  # message id → its world question
+    subject_of_world_question: dict[str, str] = field(default_factory=dict)
+    calls: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    stopped_by: str = "all organized"
+
+
+def organize_messages(organizer, sliced: Slice, db: str, *, max_messages: int, seconds_budget: float,
+                      progress: bool = True) -> tuple[OrganizeRun, dict[str, str]]:
+    """``remember`` each message with the organizer alone, on a store that knows the world's people and
+    sources but none of its questions: the organizer must create them. Returns the run and every
+    question the store ends with (id → subject)."""
+    import doxa
+    from doxa.inference.agent.remember import RememberError, remember
+
+    run = OrganizeRun()
+    memory = doxa.open(db)
+    try:
+        memory.ingest([r for r in sliced.definitions if r["type"] in ("subject", "relation", "source")])
+        todo = sliced.messages[:max_messages]
+        bar = _progress(progress)
+        task = bar.add_task("organizing", total=len(todo)) if bar else None
+        started = time.perf_counter()
+        try:
+            for pairs in todo:
+                if time.perf_counter() - started > seconds_budget:
+                    run.stopped_by = f"time budget ({seconds_budget / 60:.0f} min)"
+                    break
+                message, main = pairs[0].message, pairs[0].question
+                before = organizer.requests
+                try:
+                    result = remember(memory, message["text"], source=message["source"], sent_at=message["sent_at"],
+                                      organizer=organizer, reader=None, use_env=False, message_id=message["id"])
+                except RememberError as err:
+                    run.failures.append(f"{message['id']}: {err}")
+                    continue
+                finally:
+                    run.calls += organizer.requests - before
+                run.results.append(result)
+                run.world_question_of[message["id"]] = main["id"]
+                run.subject_of_world_question[main["id"]] = main["subject"]
+                if bar:
+                    elapsed = time.perf_counter() - started
+                    bar.update(task, advance=1, description=f"organizing · {elapsed / len(run.results):.1f} s/message")
+        finally:
+            if bar:
+                bar.stop()
+        run.seconds = time.perf_counter() - started
+        questions = dict(memory.store.execute("SELECT id, subject FROM questions").fetchall())
+    finally:
+        memory.close()
+    return run, questions
+
+
+def organizer_scores(run: OrganizeRun, questions: dict[str, str]) -> dict[str, Any]:
+    """Questions created against the world's, and how many of them are duplicates.
+
+    Each created question is matched to the world question most of the messages linking it are
+    about; a world question matched by more than one created question has duplicates (all but one
+    count). A message is *on subject* when it links at least one question about its world
+    question's person, *unlinked* when it links none.
+    """
+    from collections import Counter
+
+    linked_by: dict[str, Counter] = {}
+    on_subject = unlinked = new_subjects = 0
+    for result in run.results:
+        world_q = run.world_question_of[result.message]
+        ids = list(dict.fromkeys([*result.linked, *result.created]))
+        new_subjects += len(result.new_subjects)
+        if not ids:
+            unlinked += 1
+        if any(questions.get(q) == run.subject_of_world_question[world_q] for q in ids):
+            on_subject += 1
+        for q in ids:
+            linked_by.setdefault(q, Counter())[world_q] += 1
+    matched: Counter = Counter()
+    wrong_subject = 0
+    for q, counts in linked_by.items():
+        world_q = counts.most_common(1)[0][0]
+        matched[world_q] += 1
+        wrong_subject += questions.get(q) != run.subject_of_world_question[world_q]
+    created = sum(len(r.created) for r in run.results)
+    duplicates = sum(n - 1 for n in matched.values())
+    world_questions = len(set(run.world_question_of.values()))
+    n = len(run.results)
+    return {"messages": n, "world_questions": world_questions, "questions_created": created,
+            "world_questions_found": len(matched), "duplicates": duplicates,
+            "duplicate_rate": round(duplicates / max(len(linked_by), 1), 3),
+            "questions_about_another_person": int(wrong_subject),
+            "messages_on_subject": on_subject, "messages_unlinked": unlinked, "new_subjects": new_subjects,
+            "calls": run.calls, "seconds": round(run.seconds, 1),
+            "seconds_per_message": round(run.seconds / n, 2) if n else None,
+            "calls_per_message": round(run.calls / n, 2) if n else None,
+            "failures": len(run.failures), "stopped_by": run.stopped_by}
+
+
 # ----------------------------------------------------------------------------- store and τ
 
 
@@ -359,6 +466,16 @@ def markdown(report: dict[str, Any]) -> str:
                 lines.append(f"| {'stating an option' if part == 'stated_option' else 'all'} | {label} | "
                              f"{'raw' if when == 'raw' else 'after τ'} | {m['n']} | {m['accuracy']:.3f} | "
                              f"{m['ece']:.3f} | {m['ece_noise_floor']:.3f} | {m['log_loss']:.3f} |")
+    org = report.get("organizer")
+    if org:
+        lines += ["", f"Organizer {org['name']} (instructions v{org['instructions_version']}): {org['messages']} messages "
+                  f"in {org['calls']} calls, {org['seconds']:.0f} s ({org['seconds_per_message']} s/message, "
+                  f"{org['calls_per_message']} calls/message; {org['failures']} failed; stopped by {org['stopped_by']}). "
+                  f"The messages are about {org['world_questions']} world questions: {org['questions_created']} "
+                  f"questions created, {org['world_questions_found']} world questions found, {org['duplicates']} "
+                  f"duplicates (rate {org['duplicate_rate']}), {org['questions_about_another_person']} about the wrong "
+                  f"person; {org['messages_on_subject']} messages linked on subject, {org['messages_unlinked']} "
+                  f"linked nothing; {org['new_subjects']} new subjects (the world's people were all known)."]
     lines += ["", "By wording (raw full reading): " + ", ".join(
         f"{w} n={v['n']} acc {v['accuracy']:.2f} p(truth) {v['mean_p_truth']:.2f}"
         for w, v in report["scores"]["by_wording"].items())]
@@ -397,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="FILE.py:Class, an OpenAIChatReader subclass to measure instead (e.g. another prompt)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per call before a retry")
     parser.add_argument("--out", default="bench-real", help="folder for store.duckdb, readings and report")
+    parser.add_argument("--organizer-messages", type=int, default=0,
+                        help="also run the organizer (through remember) on this many messages first (default 0: off)")
+    parser.add_argument("--organizer-minutes", type=float, default=15.0, help="time budget of the organizer part")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
@@ -413,6 +533,20 @@ def main(argv: list[str] | None = None) -> int:
     config = config.with_overrides(settlements={"rate_per_day": args.settle_rate, "question_share": 1.0})
     world = generate_world(config)
     sliced = world_slice(world, args.messages, seed=args.seed)
+
+    organizer_report = None
+    if args.organizer_messages:
+        from doxa.data import prompts
+        from doxa.inference.agent.organize import OpenAIChatOrganizer
+
+        organizer = OpenAIChatOrganizer(url=args.url, model=args.model, timeout_s=args.timeout, retries=1)
+        org_run, org_questions = organize_messages(organizer, sliced, str(out / "organized.duckdb"),
+                                                   max_messages=args.organizer_messages,
+                                                   seconds_budget=args.organizer_minutes * 60,
+                                                   progress=not args.no_progress)
+        version = org_run.results[0].instructions_version if org_run.results else None
+        organizer_report = {"name": organizer.name, "instructions_version": version,
+                            **organizer_scores(org_run, org_questions), "failure_examples": org_run.failures[:5]}
 
     reader_cls = load_reader_class(args.reader_class) if args.reader_class else OpenAIChatReader
     reader = reader_cls(url=args.url, model=args.model, timeout_s=args.timeout, retries=1,
@@ -439,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         "reader": {"name": reader.name, "version": reader.version, "one_off_question": not args.no_one_off},
         "world": config.name, "seed": args.seed, "people": sliced.people,
         "settlements_in_store": len(sliced.settlements),
+        "organizer": organizer_report,
         "reading": run.summary(), "failures": run.failures[:20],
         "temperature": temperature,
         "scores": reader_scores(reading_arrays(run.pairs, run.readings), temperature["temperature"]),

@@ -21,7 +21,8 @@ SHORT_LABEL_CHARS = 6
 
 @in_read_session
 def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
-    """Subjects whose name, id or an alias appears in ``text``, as whole words in order.
+    """Subjects whose name, id, an alias or the first word of a name of several words appears in
+    ``text``, as whole words in order ("Ava" names Ava Lopez, and Ava Zhou too: the organizer decides).
 
     Case and punctuation do not matter ("Maya's", "MAYA", "maya," all name Maya); a
     multi-word alias must appear as those words next to each other. Returns
@@ -35,7 +36,10 @@ def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
     short_probes = sorted({t for t in task if len(t) == 1}) or [" "]
     rows = store.execute(
         f"""SELECT id, name, label FROM (
-                SELECT id, name, unnest(list_concat([name, id], aliases)) AS label FROM subjects)
+                SELECT id, name, unnest(list_concat([name, id], aliases,
+                    -- people are named by their first name far more often than in full
+                    CASE WHEN contains(trim(name), ' ') THEN [split_part(trim(name), ' ', 1)] ELSE [] END)) AS label
+                FROM subjects)
             WHERE len(list_filter(?, w -> contains(lower(label), w))) > 0
                OR (length(label) <= {SHORT_LABEL_CHARS}
                    AND len(list_filter(?, w -> contains(lower(label), w))) > 0)""",

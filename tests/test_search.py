@@ -175,6 +175,9 @@ def people():
     ("dinner with maya, sam and j.r.", {"maya", "sam", "jr"}),
     ("ask ann marie o neill", {"ann"}),
     ("gift for Maya's partner", {"maya", "sam"}),
+    ("Ann-Marie said so", {"ann"}),  # a name's first word names the person
+    ("ask marie about it", set()),  # ... all of that first word ("Ann-Marie"), not a part of it
+    ("Lind was there", set()),  # a surname alone does not
 ])
 def test_subjects_are_found_by_name_or_alias(people, text, expected):
     assert {s["id"] for s in subject_match.match_subjects(people.store, text)} == expected
