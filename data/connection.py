@@ -40,6 +40,21 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def remove_dead_writers_files(folder, prefix: str) -> list:
+    """Delete the files ``<prefix><pid>-…`` in ``folder`` whose writer ``pid`` is dead (not this process).
+
+    A file staged under a temporary name was never acknowledged: a writer killed before its
+    rename leaves it behind, and nothing else will ever read it.
+    """
+    removed = []
+    for path in Path(folder).glob(f"{prefix}*"):
+        pid = path.name[len(prefix):].split("-")[0].split(".")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 _HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
 
 

@@ -286,23 +286,22 @@ class Stage:
         con = self.con
         con.register("_block", pa.table({"line": pa.array(range(first_line, first_line + len(raw)), pa.int64()),
                                          "raw": raw}))
+        known = ", ".join(sql_literal(t) for t in SPECS)
         try:
-            con.execute(f"""CREATE OR REPLACE TEMP TABLE _lines AS
-                SELECT line, raw FROM _block WHERE trim(raw, ' \t\n\r\x0b\x0c') <> ''""")
-            row = con.execute(f"""SELECT count(*),
-                    count(*) FILTER (NOT json_valid(raw) OR regexp_matches(raw, {sql_literal(TRAILING_COMMA)})),
-                    min(line) FILTER (NOT json_valid(raw) OR regexp_matches(raw, {sql_literal(TRAILING_COMMA)}))
-                FROM _lines""").fetchone()
+            # one pass over the block, each line parsed once here: `->>` of a key is NULL unless the
+            # line is an object, and only a JSON string can give a known type's name
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE _parsed AS
+                SELECT line, j, j->>'$.type' AS type, plain FROM (
+                    SELECT line, CASE WHEN plain THEN raw::JSON END AS j, plain FROM (
+                        SELECT line, raw, json_valid(raw) AND NOT regexp_matches(raw, {sql_literal(TRAILING_COMMA)})
+                                          AS plain
+                        FROM _block WHERE trim(raw, ' \t\n\r\x0b\x0c') <> ''))""")
         finally:
             con.unregister("_block")
-        if row[1]:
-            raise NotProved(f"line {row[2]} is not plain JSON")
+        row = con.execute("SELECT count(*), min(line) FILTER (NOT plain) FROM _parsed").fetchone()
+        if row[1] is not None:
+            raise NotProved(f"line {row[1]} is not plain JSON")
         self.lines += row[0]
-        known = ", ".join(sql_literal(t) for t in SPECS)
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _parsed AS
-            SELECT line, raw::JSON AS j, CASE WHEN json_type(raw::JSON) = 'OBJECT'
-                                               AND json_type(raw::JSON, '$.type') = 'VARCHAR'
-                                              THEN raw::JSON->>'$.type' END AS type FROM _lines""")
         other = con.execute(f"SELECT min(line) FROM _parsed WHERE type IS NULL OR type NOT IN ({known})").fetchone()[0]
         if other is not None:
             raise NotProved(f"line {other} is no core record")
@@ -314,7 +313,6 @@ class Stage:
                 raise NotProved(f"line {bad} ({type_name}) is not proved valid")
             self._store(type_name)
         con.execute("DROP TABLE _parsed")
-        con.execute("DROP TABLE _lines")
 
     def _store(self, type_name: str) -> None:
         con = self.con

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .connection import process_alive
+from .connection import remove_dead_writers_files
 
 #: Above this many reads a side file is Parquet (written from the scorer's arrays).
 SMALL_LOG = 5000
@@ -165,10 +165,7 @@ def fold(con, db_path: str) -> int:
     folder = log_dir(db_path)
     if not folder.is_dir():
         return 0
-    for stale in folder.glob(".tmp-*"):  # a read that died before its rename was never acknowledged
-        pid = stale.name.split("-")[1]
-        if pid.isdigit() and not process_alive(int(pid)):
-            stale.unlink(missing_ok=True)
+    remove_dead_writers_files(folder, ".tmp-")  # a read that died before its rename was never acknowledged
     files = complete_files(db_path)
     if not files:
         if con.execute("SELECT count(*) FROM read_logs").fetchone()[0]:

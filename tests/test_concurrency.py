@@ -233,3 +233,18 @@ def test_a_store_held_by_another_process_is_waited_for_then_named(db):
         holder.stdin.close()
         holder.wait()
     assert doxa.open(db).belief("birds.0").question == "birds.0"  # and usable once it is let go
+
+
+def test_only_dead_writers_staged_files_are_removed(tmp_path):
+    from doxa.data.connection import remove_dead_writers_files
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, alive = int(finished.stdout), os.getppid()
+    names = [f".tmp-{dead}-1-ab.jsonl", f".tmp-{alive}-1-ab.jsonl", f".tmp-{os.getpid()}-1-ab.jsonl",
+             f".staged-{dead}-ab.nc", ".tmp-notapid-ab.jsonl", f"v{dead}.nc"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    removed = remove_dead_writers_files(tmp_path, ".tmp-")
+    assert {p.name for p in removed} == {f".tmp-{dead}-1-ab.jsonl"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(names) - {f".tmp-{dead}-1-ab.jsonl"})
+    assert [p.name for p in remove_dead_writers_files(tmp_path, ".staged-")] == [f".staged-{dead}-ab.nc"]

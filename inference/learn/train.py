@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from doxa.data.connection import process_alive
+from doxa.data.connection import remove_dead_writers_files
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.choice import choose_form
@@ -335,12 +335,7 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
 def remove_leftovers(folder: Path, published: set[int] | None) -> list[Path]:
     """Delete what killed runs left in ``folder``: staged files of dead processes, and (unless
     ``published`` is None) version files ``v<N>.nc`` of no published version."""
-    removed = []
-    for path in folder.glob(".staged-*.nc"):
-        pid = path.name.split("-")[1].split(".")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            path.unlink(missing_ok=True)
-            removed.append(path)
+    removed = [p for p in remove_dead_writers_files(folder, ".staged-") if p.suffix == ".nc"]
     for path in folder.glob("v*.nc") if published is not None else ():
         number = path.stem[1:]
         if number.isdigit() and int(number) not in published:
