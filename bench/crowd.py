@@ -1,6 +1,6 @@
-"""doxa on real crowd-labelled data (Bluebirds, RTE, TEMP): learned trust against known truth.
+"""doxa on real crowd-labelled data (Bluebirds, RTE, TEMP, Adult): learned trust against known truth.
 
-Protocol (shared/data/crowd/README.md): each item is a question, each worker a source
+Protocol (bench/data/crowd/README.md): each item is a question, each worker a source
 (layers ``crowd/<set>``, leaf = worker), each label a message read with certainty
 (texts unique per label, so none is deduplicated as a copy). The gold answers of a
 random 20% of items are revealed as settlements; ``doxa train`` runs on the store
@@ -9,7 +9,10 @@ and compared with majority vote and Dawid–Skene (crowd-kit, unsupervised on al
 labels). Accuracy, log-loss (nats) and ECE (15 equal-mass bins) on the 80%, mean ±
 standard deviation over seeds. Prints a Markdown table.
 
-    python bench/crowd.py [--seeds 5] [--sets bluebirds,rte,temp] [--json out.json]
+    python bench/crowd.py [--seeds 5] [--sets bluebirds,rte,temp,adult] [--json out.json]
+
+Adult is sparse (gold for 333 of 11,040 items): every item is a question, 20% of the gold
+items are revealed and the other 80% of them scored.
 """
 
 from __future__ import annotations
@@ -23,9 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parents[1] / "shared" / "data" / "crowd"
-if not DATA.exists():
-    DATA = Path("/work/shared/data/crowd")
+DATA = Path(__file__).resolve().parent / "data" / "crowd"  # origins and licences: its README.md
 SENT_AT = "2026-01-05T12:00:00Z"
 
 
@@ -39,6 +40,14 @@ def load_set(name: str) -> tuple[list[tuple[str, str, str]], dict[str, str], lis
         word = {True: "yes", False: "no"}
         triples = [(str(w), str(i), word[bool(v)]) for w, items in labels.items() for i, v in items.items()]
         return triples, {str(i): word[bool(v)] for i, v in gold.items()}, ["yes", "no"]
+    if name == "adult":  # sparse: gold for 333 of 11,040 items; the other items are questions all the same
+        import csv
+
+        with open(DATA / "adult" / "labels.csv", newline="") as f:
+            triples = [(r["worker"], r["item"], r["label"]) for r in csv.DictReader(f)]
+        with open(DATA / "adult" / "truth.csv", newline="") as f:
+            gold = {r["item"]: r["truth"] for r in csv.DictReader(f)}
+        return triples, gold, sorted({t[2] for t in triples} | set(gold.values()))
     path = DATA / "snow2008" / f"{name}.standardized.tsv"
     rows = [line.split("\t") for line in path.read_text().splitlines()[1:] if line.strip()]
     triples = [(r[1], r[2], r[3].strip()) for r in rows]
@@ -50,7 +59,7 @@ def records(name: str, triples, gold, options, revealed: set[str]) -> list[dict]
     out: list[dict] = [{"type": "subject", "id": name, "name": name}]
     workers = sorted({w for w, _, _ in triples})
     out += [{"type": "source", "id": f"{name}-{w}", "layers": ["crowd", name]} for w in workers]
-    items = sorted(gold)
+    items = sorted({i for _, i, _ in triples} | set(gold))
     out += [{"type": "question", "id": f"{name}.{i}", "subject": name, "kind": name, "text": f"{name} item {i}",
              "shape": "choice", "options": options} for i in items]
     for n, (w, i, label) in enumerate(triples):
@@ -147,7 +156,7 @@ def run_one(name: str, seed: int, fit_options: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--sets", default="bluebirds,rte,temp")
+    parser.add_argument("--sets", default="bluebirds,rte,temp", help="comma-separated: bluebirds, rte, temp, adult")
     parser.add_argument("--confusion", default="auto", choices=("auto", "on", "off"))
     parser.add_argument("--json", default=None, help="also write every run's numbers here")
     args = parser.parse_args(argv)

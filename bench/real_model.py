@@ -179,28 +179,39 @@ def read_pairs(reader, sliced: Slice, *, max_messages: int, seconds_budget: floa
     """
     from doxa.inference.agent.readers import ReaderError
 
-    calls_per_read = 2 if getattr(reader, "ask_one_off", False) else 1
     run = ReadRun()
     todo = sliced.messages[:max_messages]
     bar = _progress(progress)
     task = bar.add_task("reading", total=len(todo)) if bar else None
+    batched = getattr(reader, "batch", 1) > 1
     started = time.perf_counter()
     try:
         for pairs in todo:
             if time.perf_counter() - started > seconds_budget:
                 run.stopped_by = f"time budget ({seconds_budget / 60:.0f} min)"
                 break
-            for pair in pairs:
+            sent = getattr(reader, "requests", None)
+            if batched:  # the message's questions in as few calls as the reader's batch allows, as remember does
                 try:
-                    reading = reader.read(pair.message["text"], pair.question["text"], list(pair.question["options"]),
-                                          subject=pair.subject_name)
+                    readings = reader.read_many(pairs[0].message["text"], [
+                        (p.question["text"], list(p.question["options"]), p.subject_name) for p in pairs])
                 except ReaderError as err:
-                    run.failures.append(f"{pair.message['id']} × {pair.question['id']}: {err}")
-                    continue
-                finally:
-                    run.calls += calls_per_read
-                run.pairs.append(pair)
-                run.readings.append(reading)
+                    run.failures.append(f"{pairs[0].message['id']} × {len(pairs)} questions: {err}")
+                    readings = []
+                run.pairs += pairs[: len(readings)]
+                run.readings += readings
+            else:
+                for pair in pairs:
+                    try:
+                        reading = reader.read(pair.message["text"], pair.question["text"],
+                                              list(pair.question["options"]), subject=pair.subject_name)
+                    except ReaderError as err:
+                        run.failures.append(f"{pair.message['id']} × {pair.question['id']}: {err}")
+                        continue
+                    run.pairs.append(pair)
+                    run.readings.append(reading)
+            # the reader's own count of HTTP requests (retries and second questions included)
+            run.calls += (reader.requests - sent) if sent is not None else len(pairs)
             run.messages_read += 1
             if bar:
                 elapsed = time.perf_counter() - started
@@ -446,7 +457,9 @@ def reader_scores(arrays: dict[str, np.ndarray], temperature: float | None) -> d
 def markdown(report: dict[str, Any]) -> str:
     run, tau = report["reading"], report.get("temperature") or {}
     lines = [f"Model: {report['model']['name']} ({report['model']['file_size_mb']} MB), reader "
-             f"{report['reader']['name']} {report['reader']['version']}, world {report['world']} "
+             f"{report['reader']['name']} {report['reader']['version']}"
+             f"{', up to %d questions a prompt' % report['reader']['batch'] if report['reader'].get('batch', 1) > 1 else ''}"
+             f", world {report['world']} "
              f"({len(report['people'])} people).",
              f"Read {run['messages']} messages = {run['pairs']} pairs in {run['calls']} calls, "
              f"{run['seconds']:.0f} s: {run['seconds_per_call']} s/call, {run['seconds_per_message']} s/message "
@@ -509,7 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=300, help="messages to read at most")
     parser.add_argument("--minutes", type=float, default=25.0, help="stop reading new messages after this long")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-one-off", action="store_true", help="skip the reader's one-off question (half the calls)")
+    parser.add_argument("--no-one-off", action="store_true", help="skip the reader's one-off digit")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="questions of one message per prompt (the reader's batch path; default 1)")
     parser.add_argument("--reader-class", default=None,
                         help="FILE.py:Class, an OpenAIChatReader subclass to measure instead (e.g. another prompt)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per call before a retry")
@@ -550,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
 
     reader_cls = load_reader_class(args.reader_class) if args.reader_class else OpenAIChatReader
     reader = reader_cls(url=args.url, model=args.model, timeout_s=args.timeout, retries=1,
-                        ask_one_off=not args.no_one_off)
+                        ask_one_off=not args.no_one_off, **({"batch": args.batch} if args.batch > 1 else {}))
     run = read_pairs(reader, sliced, max_messages=args.messages, seconds_budget=args.minutes * 60,
                      progress=not args.no_progress)
     if not run.pairs:
@@ -570,7 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "model": {"name": args.model, "file": str(model_file),
                   "file_size_mb": round(model_file.stat().st_size / 2**20) if model_file.exists() else None},
-        "reader": {"name": reader.name, "version": reader.version, "one_off_question": not args.no_one_off},
+        "reader": {"name": reader.name, "version": reader.version, "one_off_question": not args.no_one_off,
+                   "batch": getattr(reader, "batch", 1),
+                   "versions_read": sorted({r.reader_version for r in run.readings})},
         "world": config.name, "seed": args.seed, "people": sliced.people,
         "settlements_in_store": len(sliced.settlements),
         "organizer": organizer_report,

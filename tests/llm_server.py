@@ -62,6 +62,7 @@ ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal",
 _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
 _QUOTED_MESSAGE = re.compile(r'^Message: "(.*)"$', re.MULTILINE)
+_BATCH_QUESTION = re.compile(r"^Question (\d+) \(person: [^)]*\): .*$", re.MULTILINE)
 DEFAULT_LABELS = ("unrelated", "lasting")
 #: What the reader's prompt calls the answers a rule names by their short name.
 LABEL_WORDING = {"unrelated": "the message says nothing about", "unclear": "the message talks about",
@@ -95,6 +96,10 @@ class FakeChatServer:
         self.shape = shape
         #: Stop after the letter (a model that ignores the digit): the reader must ask the one-off question apart.
         self.no_digit = no_digit
+        #: Batch prompts: question numbers the reply leaves out (a model that skips a line), and
+        #: whether to answer with the first line only (a server that stops early).
+        self.batch_skip: set[int] = set()
+        self.batch_first_line_only = False
         #: Answers organizer requests (those without logprobs): ``organizer(message, prompt) -> dict``,
         #: the JSON object the "model" replies with. Default: nothing to organize.
         self.organizer = organizer or (lambda message, prompt: {"links": [], "new_questions": [],
@@ -228,6 +233,16 @@ def _parse_prompt(body: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return message, labels
 
 
+def _batch_blocks(content: str) -> dict[int, dict[str, str]]:
+    """{question number: {letter: label}} of a batch prompt (several numbered questions), else {}."""
+    found = list(_BATCH_QUESTION.finditer(content))
+    blocks = {}
+    for i, m in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(content)
+        blocks[int(m.group(1))] = {x.group(1): x.group(2).strip() for x in _LETTER_LINE.finditer(content[m.end():end])}
+    return blocks
+
+
 def _completion(tokens: list[list[tuple[str, float]]] | None, shape: str, content: str) -> dict:
     """A completion whose generated tokens are the first entry of each list in ``tokens``
     (a list of top_logprobs per generated token; a single list is one token)."""
@@ -328,9 +343,16 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "slow":
             time.sleep(fake.slow_s)
 
+        limit = int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
+        user = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        blocks = _batch_blocks(user[-1]["content"] if user else "")
+        if blocks and limit > 0 and fault is None:
+            record["kind"] = "reader-batch"
+            self._send_json(200, _completion(self._batch_tokens(fake, message, blocks, record, limit),
+                                             fake.shape, ""))
+            return
         letter = fake.choose_letter(message, labels)
         record["letter"] = letter
-        limit = int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
         if fault == "no_logprobs" or limit <= 0:
             self._send_json(200, _completion(None, fake.shape, letter))
             return
@@ -346,6 +368,25 @@ class _Handler(BaseHTTPRequestHandler):
             other = "1" if digit == "2" else "2"
             tokens.append(fake.top_logprobs([digit, other], digit, limit))
         self._send_json(200, _completion(tokens, fake.shape, letter))
+
+    def _batch_tokens(self, fake: FakeChatServer, message: str, blocks: dict[int, dict[str, str]],
+                      record: dict[str, Any], limit: int) -> list[list[tuple[str, float]]]:
+        """One "n: X d" line per question, each letter and digit with its top log-probabilities."""
+        sure = math.log(0.999)  # the tokens around the answers: all but certain
+        tokens: list[list[tuple[str, float]]] = []
+        record["letters"] = {}
+        for n, labels in sorted(blocks.items()):
+            if n in fake.batch_skip:
+                continue
+            letter = fake.choose_letter(message, labels)
+            record["letters"][n] = letter
+            digit = fake.choose_digit(message)
+            tokens += [[(str(n), sure)], [(":", sure)], fake.top_logprobs(sorted(labels), letter, limit)]
+            tokens += [[(" ", sure)], fake.top_logprobs([digit, "1" if digit == "2" else "2"], digit, limit)]
+            if fake.batch_first_line_only:
+                break
+            tokens.append([("\n", sure)])
+        return tokens or [[("The", math.log(0.9)), ("I", math.log(0.05))]]  # every line skipped: prose
 
     def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
         if fault == "schema_400" and "response_format" in body:

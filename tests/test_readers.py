@@ -328,3 +328,70 @@ def test_reading_refuses_probabilities_that_do_not_sum_to_one():
         Reading(probs={"yes": 0.5, "no": 0.5}, unclear=0.1, unrelated=0.0)
     with pytest.raises(ValueError, match="one_off"):
         Reading(probs={"yes": 1.0}, unclear=0.0, unrelated=0.0, one_off=1.5)
+
+
+# --------------------------------------------------------------------------- several questions in one prompt
+
+BATCH_QUESTIONS = [(ALLERGY_Q, ["yes", "no"], "Maya"), (DIET_Q, DIET_OPTIONS, "Maya"),
+                   ("Where does Omar work?", ["Acme", "Globex"], "Omar")]
+
+
+def test_batch_reads_each_question_at_its_own_place_in_one_call(server):
+    reader = fast_reader(server, batch=4)
+    readings = reader.read_many("Never give me anything with peanut in it, I had fish tonight", BATCH_QUESTIONS)
+
+    assert len(server.requests) == 1 and server.requests[0]["kind"] == "reader-batch"
+    assert [r.top for r in readings[:2]] == ["yes", "eats fish"]
+    assert readings[2].unrelated > 0.5  # no rule names a workplace: the server answered "says nothing"
+    assert all(abs(reading_sum(r) - 1.0) < 1e-9 for r in readings)
+    assert all(r.one_off > 0.5 for r in readings)  # "tonight": the digit 2 on every line
+    assert {r.reader_version for r in readings} == {reader.version + "-batch-1"}
+    # the same numbers as one question at a time, whose letters the server lays out alike
+    single = fast_reader(server).read("Never give me anything with peanut in it", ALLERGY_Q, ["yes", "no"],
+                                      subject="Maya")
+    assert readings[0].probs["yes"] == pytest.approx(single.probs["yes"])
+
+
+def test_batch_chunks_by_its_size_and_reads_a_lone_question_alone(server):
+    reader = fast_reader(server, batch=2)
+    readings = reader.read_many("peanut", BATCH_QUESTIONS)
+    assert [r["kind"] for r in server.requests] == ["reader-batch", "reader"]
+    assert len(readings) == 3 and reader.requests == 2
+    assert readings[2].reader_version == reader.version
+
+
+def test_a_reply_that_stops_after_its_first_line_reads_the_rest_alone(server):
+    server.batch_first_line_only = True
+    reader = fast_reader(server, batch=3)
+    readings = reader.read_many("peanut", BATCH_QUESTIONS)
+    assert [r["kind"] for r in server.requests] == ["reader-batch", "reader", "reader"]
+    assert readings[0].top == "yes" and readings[0].reader_version.endswith("-batch-1")
+
+
+def test_a_question_the_batch_reply_skips_is_read_on_its_own(server):
+    server.batch_skip = {2}
+    reader = fast_reader(server, batch=3)
+    readings = reader.read_many("peanut and fish", BATCH_QUESTIONS)
+    assert [r["kind"] for r in server.requests] == ["reader-batch", "reader"]
+    assert readings[1].top == "eats fish" and readings[1].reader_version == reader.version
+    assert readings[0].reader_version == readings[2].reader_version == reader.version + "-batch-1"
+
+
+def test_a_server_that_answers_no_lines_turns_batching_off():
+    with FakeChatServer({"peanut": "yes"}, no_digit=True) as server:
+        server.batch_skip = {1, 2, 3}  # a reply of prose, no line of answers
+        reader = fast_reader(server, batch=3, ask_one_off=False)
+        first = reader.read_many("peanut", BATCH_QUESTIONS)
+        again = reader.read_many("peanut", BATCH_QUESTIONS)
+        kinds = [r["kind"] for r in server.requests]
+        assert kinds == ["reader-batch"] + ["reader"] * 6  # one try, then one question at a time
+        assert first[0].top == again[0].top == "yes"
+
+
+def test_batch_is_read_from_the_environment_and_checked():
+    env = {"DOXA_READER_URL": "http://127.0.0.1:9/v1", "DOXA_READER_BATCH": "4"}
+    assert reader_from_env(env).batch == 4
+    with pytest.raises(ReaderError, match="DOXA_READER_BATCH must be a whole number"):
+        reader_from_env({**env, "DOXA_READER_BATCH": "many"})
+    with pytest.raises(ValueError, match="batch must be"):
+        OpenAIChatReader("http://127.0.0.1:9/v1", batch=0)

@@ -99,6 +99,21 @@ def test_the_next_message_links_instead_of_duplicating_and_moves_the_belief(mem,
     assert "maya.diet (about maya): What does Maya eat?" in organizer_prompts[-1]
 
 
+def test_a_batch_reader_reads_every_question_of_a_message_in_one_call(mem, server):
+    mem.remember("Maya is vegetarian.", source="notes", sent_at="2026-05-01", **models(server))
+    before = len(server.requests_of("reader-batch"))
+    result = mem.remember("Maya eats fish now, and no peanut for her please.", source="maya-chat",
+                          sent_at="2026-06-01", **models(server, batch=4))
+    assert sorted(result.linked + result.created) == ["maya.allergies", "maya.diet"]
+    assert result.calls["reader"] == 1 and result.readings == 2  # two questions, one call
+    assert len(server.requests_of("reader-batch")) == before + 1
+    rows = dict(mem.store.execute("SELECT question, reader_version FROM readings WHERE message = ?",
+                                  [result.message]).fetchall())
+    assert set(rows) == {"maya.allergies", "maya.diet"} and all(v.endswith("-batch-1") for v in rows.values())
+    tops = {c.question: c.top for c in result.changed}
+    assert tops == {"maya.diet": "eats fish", "maya.allergies": "yes"}
+
+
 def test_a_question_proposed_again_is_linked_not_duplicated(mem, server):
     mem.remember("Maya is vegetarian.", source="notes", sent_at="2026-05-01", **models(server))
     blind = FakeChatServer(READER_RULES, organizer=lambda m, p: {**EMPTY, "new_questions": [

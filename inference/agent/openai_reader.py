@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .llm_http import ChatEndpoint
-from .prompts import (LASTING, LETTERS, ONE_OFF, PROMPT_VERSION, choice_labels, choice_messages,
-                      letter_probabilities, one_off_messages)
+import re
+
+from .prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, PROMPT_VERSION, batch_messages,
+                      choice_labels, choice_messages, letter_probabilities, one_off_messages)
 from .reading import Reader, ReaderError, Reading
 
 #: The environment variables :func:`doxa.inference.agent.readers.reader_from_env` reads
@@ -21,10 +23,16 @@ from .reading import Reader, ReaderError, Reading
 ENV_URL = "DOXA_READER_URL"
 ENV_MODEL = "DOXA_READER_MODEL"
 ENV_KEY = "DOXA_READER_KEY"
+ENV_BATCH = "DOXA_READER_BATCH"
 
 #: Tokens generated for one reading: the letter, a space, the digit (and room for a tokenizer
 #: that splits them differently).
 REPLY_TOKENS = 4
+#: Tokens allowed per question of a batch reply ("12: B 1\n", with room for odd tokenizers).
+BATCH_TOKENS_PER_QUESTION = 8
+#: What a batch reply's line holds before the letter, and before the digit.
+_BEFORE_LETTER = re.compile(r"^\s*(\d+)\s*[:.)]\s*$")
+_BEFORE_DIGIT = re.compile(r"^\s*(\d+)\s*[:.)]\s*\(?[A-Za-z][).:]?\s*$")
 
 
 @dataclass
@@ -59,6 +67,8 @@ class OpenAIChatReader(Reader):
     max_backoff_s: float = 30.0
     ask_one_off: bool = True
     top_logprobs: int = 20
+    #: The most questions of one message asked in one prompt by :meth:`read_many`; 1 = one at a time.
+    batch: int = 1
     #: Merged into every request body, for server-specific switches, e.g.
     #: ``{"chat_template_kwargs": {"enable_thinking": False}}`` for thinking models.
     extra_body: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +82,10 @@ class OpenAIChatReader(Reader):
             )
         if not 1 <= self.top_logprobs <= 20:
             raise ValueError(f"top_logprobs must be in 1..20 (the OpenAI limit), got {self.top_logprobs}")
+        if not isinstance(self.batch, int) or self.batch < 1:
+            raise ValueError(f"batch must be a whole number ≥ 1 (questions per prompt), got {self.batch!r}")
+        self.batch_version = f"{self.version}-batch-{BATCH_PROMPT_VERSION}"
+        self._batch_works = True
         self.endpoint = ChatEndpoint(
             self.url, api_key=self.api_key, timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
             max_backoff_s=self.max_backoff_s, what="reader server", error=ReaderError, hint=_http_hint,
@@ -96,16 +110,8 @@ class OpenAIChatReader(Reader):
         subject: str | None = None,
     ) -> Reading:
         options = list(options)
-        if not options:
-            raise ValueError("a question needs at least one option to be read against")
-        if len(set(options)) != len(options):
-            raise ValueError(f"options repeat: {options!r}")
+        _check_options(options)
         labels = choice_labels(options, subject)
-        if len(labels) > len(LETTERS):
-            raise ValueError(
-                f"{len(options)} options is too many for one lettered question "
-                f"(at most {len(LETTERS) - 2}): split the question"
-            )
         letters = LETTERS[: len(labels)]
         tokens = self._ask(choice_messages(message_text, question_text, labels, subject),
                            REPLY_TOKENS if self.ask_one_off else 1)
@@ -131,9 +137,54 @@ class OpenAIChatReader(Reader):
             reader_version=self.version,
         )
 
+    def read_many(self, message_text: str,
+                  questions: Sequence[tuple[str, list[str], str | None]]) -> list[Reading]:
+        """The readings of one message against several (question text, options, person), in order:
+        ``batch`` questions per call where the server's replies allow it, else one call each."""
+        questions = [(text, list(options), subject) for text, options, subject in questions]
+        if self.batch == 1 or len(questions) < 2 or not self._batch_works:
+            return [self.read(message_text, text, options, subject=subject) for text, options, subject in questions]
+        out: list[Reading] = []
+        for start in range(0, len(questions), self.batch):
+            chunk = questions[start:start + self.batch]
+            out += self._read_chunk(message_text, chunk) if len(chunk) > 1 else [
+                self.read(message_text, chunk[0][0], chunk[0][1], subject=chunk[0][2])]
+        return out
+
+    def _read_chunk(self, message_text: str, chunk: list[tuple[str, list[str], str | None]]) -> list[Reading]:
+        labels = []
+        for _, options, subject in chunk:
+            _check_options(options)
+            labels.append(choice_labels(options, subject))
+        tokens = self._ask_tokens(batch_messages(message_text, [(text, lab, subject) for (text, _, subject), lab
+                                                                in zip(chunk, labels)]),
+                                  BATCH_TOKENS_PER_QUESTION * len(chunk))
+        answered = _batch_answers(tokens, len(chunk))
+        if not answered:
+            self._batch_works = False  # this server or model does not answer in lines: one question at a time
+        out = []
+        for n, ((text, options, subject), lab) in enumerate(zip(chunk, labels), start=1):
+            letter_top, digit_top = answered.get(n, (None, None))
+            letters = LETTERS[: len(lab)]
+            p = letter_probabilities(letter_top, letters) if letter_top else None
+            if p is None or (self.ask_one_off and digit_top is None):
+                out.append(self.read(message_text, text, options, subject=subject))
+                continue
+            one_off = (_digit_probabilities([digit_top]) or 0.0) if self.ask_one_off else 0.0
+            out.append(Reading(probs={o: p[letters[i]] for i, o in enumerate(options)},
+                               unclear=p[letters[len(options)]], unrelated=p[letters[len(options) + 1]],
+                               one_off=min(1.0, max(0.0, one_off)), reader=self.name,
+                               reader_version=self.batch_version))
+        return out
+
     # -- one question ------------------------------------------------------------
 
     def _ask(self, messages: list[dict[str, str]], max_tokens: int) -> list[list[tuple[str, float]]]:
+        return [top for _, top in self._ask_tokens(messages, max_tokens)]
+
+    def _ask_tokens(self, messages: list[dict[str, str]],
+                    max_tokens: int) -> list[tuple[str, list[tuple[str, float]]]]:
+        """(generated token, its top log-probabilities) for each token of the reply."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens,
@@ -144,7 +195,7 @@ class OpenAIChatReader(Reader):
         if self.model:
             body["model"] = self.model
         body.update(self.extra_body)
-        return self._token_top_logprobs(self.endpoint.post(body))
+        return self._reply_tokens(self.endpoint.post(body))
 
     def _letters(self, top: list[tuple[str, float]], letters: Sequence[str]) -> dict[str, float]:
         probs = letter_probabilities(top, letters)
@@ -159,8 +210,8 @@ class OpenAIChatReader(Reader):
             )
         return probs
 
-    def _token_top_logprobs(self, answer: Any) -> list[list[tuple[str, float]]]:
-        """The top log-probabilities of each generated token (at least the first's)."""
+    def _reply_tokens(self, answer: Any) -> list[tuple[str, list[tuple[str, float]]]]:
+        """Each generated token with its top log-probabilities (at least the first's)."""
         where = f"reader server {self.chat_url}"
         if not isinstance(answer, dict):
             raise ReaderError(f"{where}: reply is not a JSON object: {str(answer)[:200]!r}")
@@ -172,7 +223,7 @@ class OpenAIChatReader(Reader):
                 f"{where}: reply has no choices: {json.dumps(answer)[:300]}. "
                 "Check that the URL is an OpenAI-compatible /v1 endpoint."
             )
-        tokens = _parse_top_logprobs(choices[0].get("logprobs"))
+        tokens = _parse_tokens(choices[0].get("logprobs"))
         if not tokens:
             raise ReaderError(
                 f"{where}: server did not return logprobs for the first token. doxa needs "
@@ -181,6 +232,41 @@ class OpenAIChatReader(Reader):
                 "supports logprobs / top_logprobs (reasoning models usually do not)."
             )
         return tokens
+
+
+def _check_options(options: list[str]) -> None:
+    if not options:
+        raise ValueError("a question needs at least one option to be read against")
+    if len(set(options)) != len(options):
+        raise ValueError(f"options repeat: {options!r}")
+    if len(options) + 2 > len(LETTERS):
+        raise ValueError(f"{len(options)} options is too many for one lettered question "
+                         f"(at most {len(LETTERS) - 2}): split the question")
+
+
+def _batch_answers(tokens: Sequence[tuple[str, list[tuple[str, float]]]],
+                   n_questions: int) -> dict[int, tuple[list[tuple[str, float]], list[tuple[str, float]] | None]]:
+    """{question number: (top log-probabilities at its letter, at its digit or None)} of a batch reply.
+
+    A token is question n's letter when the reply's line so far reads "n:" (or "n." / "n)"),
+    and its digit when the line reads "n: X"; the first answer to a number counts."""
+    answers: dict[int, tuple[list[tuple[str, float]], list[tuple[str, float]] | None]] = {}
+    line = ""
+    for token, top in tokens:
+        token = token if isinstance(token, str) else ""
+        head = line.split("\n")[-1]
+        before_letter = _BEFORE_LETTER.match(head)
+        before_digit = _BEFORE_DIGIT.match(head)
+        if before_letter and token.strip(" \t\u2581\u0120"):
+            n = int(before_letter.group(1))
+            if 1 <= n <= n_questions and n not in answers:
+                answers[n] = (top, None)
+        elif before_digit and token.strip(" \t\u2581\u0120"):
+            n = int(before_digit.group(1))
+            if n in answers and answers[n][1] is None:
+                answers[n] = (answers[n][0], top)
+        line += token.replace("\u2581", " ").replace("\u0120", " ").replace("\u010a", "\n")
+    return answers
 
 
 def _digit_probabilities(tokens: Sequence[list[tuple[str, float]]]) -> float | None:
@@ -195,6 +281,26 @@ def _digit_probabilities(tokens: Sequence[list[tuple[str, float]]]) -> float | N
         if total > 0:
             return mass[ONE_OFF] / total
     return None
+
+
+def _parse_tokens(logprobs: Any) -> list[tuple[str, list[tuple[str, float]]]] | None:
+    """(generated token, its top log-probabilities) per generated token, in either OpenAI shape;
+    the generated token is the server's, or the top entry where it gives none."""
+    tops = _parse_top_logprobs(logprobs)
+    if not tops:
+        return None
+    chosen: list[Any] = []
+    if isinstance(logprobs.get("content"), list):
+        chosen = [item.get("token") if isinstance(item, dict) else None for item in logprobs["content"]]
+    elif isinstance(logprobs.get("tokens"), list):
+        chosen = list(logprobs["tokens"])
+    out = []
+    for i, top in enumerate(tops):
+        token = chosen[i] if i < len(chosen) and isinstance(chosen[i], str) else None
+        if token is None:
+            token = max(top, key=lambda e: e[1])[0] if top else ""
+        out.append((token, top))
+    return out
 
 
 def _parse_top_logprobs(logprobs: Any) -> list[list[tuple[str, float]]] | None:

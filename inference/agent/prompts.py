@@ -175,3 +175,53 @@ def choice_messages(message_text: str, question_text: str, labels: Sequence[str]
 def one_off_messages(message_text: str, question_text: str, subject: str | None) -> list[dict[str, str]]:
     """The separate lasting (A) / one-off (B) / cannot tell (C) question, for a model that gave no digit."""
     return _conversation(ONE_OFF_SYSTEM_PROMPT, ONE_OFF_EXAMPLES, one_off_text(message_text, question_text, subject))
+
+
+# --------------------------------------------------------------------------- several questions in one prompt
+#
+# The batch prompt: the message once, then its questions numbered, each with its own lettered
+# answers (the same answers as the single prompt: options, unclear, unrelated, each naming its
+# person); the reply is one line per question, "<number>: <letter> <digit>". Each letter is read
+# off the top log-probabilities at its own position in the reply, so a question's reading is
+# conditioned on the answers written before it. A new wording, so a reader version of its own.
+
+BATCH_PROMPT_VERSION = "1"
+
+BATCH_SYSTEM_PROMPT = (
+    "You read short messages kept in a personal memory and answer numbered multiple-choice questions, each "
+    "about one named person. Use only what the message itself says about that question's person. A fact "
+    "about someone else (a sister, a friend, a colleague, the sender) says nothing about the named person. "
+    "Do not judge whether the message is true. Answer every question on its own line: its number, a colon, "
+    "the letter of one answer, a space, then 1 if what the message says holds over time (a habit or a "
+    "lasting fact) or 2 if it is about one single occasion."
+)
+
+
+def batch_text(message_text: str, questions: Sequence[tuple[str, Sequence[str], str | None]]) -> str:
+    """One message and its questions: ``questions`` holds (question text, answer labels, person)."""
+    lines = [f"Message: {_quoted(message_text)}"]
+    for n, (question_text, labels, subject) in enumerate(questions, start=1):
+        lines += ["", f"Question {n} (person: {_one_line(subject or ANYONE)}): {_one_line(question_text)}"]
+        lines += [f"{LETTERS[i]}. {label}" for i, label in enumerate(labels)]
+    lines += ["", "Answers:"]
+    return "\n".join(lines)
+
+
+def _batch_example(message_text: str, asked: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    return batch_text(message_text, [(q, choice_labels(options, who), who) for who, q, options in asked])
+
+
+BATCH_EXAMPLES: tuple[tuple[str, str], ...] = (
+    (_batch_example("Ines left Acme in May, she works for Globex now.",
+                    [("Ines", "Where does Ines work?", _WORK), ("Ines", "What music does Ines like?", _MUSIC)]),
+     "1: B 1\n2: F 1"),
+    (_batch_example("My brother is vegan, but Omar had a big steak at the pub tonight.",
+                    [("Omar", "What does Omar eat?", _DIET), ("Kenji", "What does Kenji eat?", _DIET)]),
+     "1: D 2\n2: F 1"),
+)
+
+
+def batch_messages(message_text: str,
+                   questions: Sequence[tuple[str, Sequence[str], str | None]]) -> list[dict[str, str]]:
+    """The chat messages of one message read against several questions at once."""
+    return _conversation(BATCH_SYSTEM_PROMPT, BATCH_EXAMPLES, batch_text(message_text, questions))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from .openai_reader import ENV_KEY, ENV_MODEL, ENV_URL, OpenAIChatReader
+from .openai_reader import ENV_BATCH, ENV_KEY, ENV_MODEL, ENV_URL, OpenAIChatReader
 from .prompts import PROMPT_VERSION, letter_probabilities
 from .reading import SUM_TOLERANCE, Reader, ReaderError, Reading, ReadingFormatError
 
@@ -50,8 +50,10 @@ def reader_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Read
 
     ``DOXA_READER_URL`` is the server's OpenAI base URL (``http://127.0.0.1:8080/v1``),
     ``DOXA_READER_MODEL`` the model name to send (optional for llama.cpp, which serves
-    one), ``DOXA_READER_KEY`` an API key sent as a bearer token (optional). Keyword
-    arguments go to :class:`OpenAIChatReader` and override the environment.
+    one), ``DOXA_READER_KEY`` an API key sent as a bearer token (optional),
+    ``DOXA_READER_BATCH`` the most questions of one message asked in one prompt (optional,
+    default 1: one at a time). Keyword arguments go to :class:`OpenAIChatReader` and
+    override the environment.
     """
     env = os.environ if env is None else env
     url = (env.get(ENV_URL) or "").strip()
@@ -62,5 +64,11 @@ def reader_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Read
         "model": (env.get(ENV_MODEL) or "").strip() or None,
         "api_key": (env.get(ENV_KEY) or "").strip() or None,
     }
+    batch = (env.get(ENV_BATCH) or "").strip()
+    if batch:
+        if not batch.isdigit() or int(batch) < 1:
+            raise ReaderError(f"{ENV_BATCH} must be a whole number ≥ 1 (questions per prompt), got {batch!r}; "
+                              f"unset it to read one question at a time")
+        config["batch"] = int(batch)
     config.update(kwargs)
     return OpenAIChatReader(**config)
