@@ -110,8 +110,12 @@ def pair_truths(world) -> list[tuple[str, str]]:
     return out
 
 
-def world_slice(world, n_messages: int, seed: int = 0) -> Slice:
-    """People drawn at random until their messages number at least ``n_messages``; their pairs, shuffled by message."""
+def world_slice(world, n_messages: int, seed: int = 0, cross: int = 0) -> Slice:
+    """People drawn at random until their messages number at least ``n_messages``; their pairs, shuffled by message.
+
+    ``cross`` > 0 adds to each message up to that many more of its person's questions (drawn at
+    random), about which the text says nothing: the questions an organizer may link a message to
+    besides its own, read as ``remember`` reads them (and in one prompt with the batch path)."""
     rng = np.random.default_rng(seed)
     records = world.records
     questions = {r["id"]: r for r in records if r["type"] == "question"}
@@ -139,6 +143,19 @@ def world_slice(world, n_messages: int, seed: int = 0) -> Slice:
         people.append(person)
         chosen += per_person[person]
     chosen = [chosen[i] for i in rng.permutation(len(chosen))]
+
+    if cross > 0:
+        by_person: dict[str, list[str]] = {}
+        for q, r in questions.items():
+            by_person.setdefault(r["subject"], []).append(q)
+        for message_id in chosen:
+            pairs = pairs_of[message_id]
+            person = pairs[0].question["subject"]
+            taken = {p.question["id"] for p in pairs}
+            others = [q for q in sorted(by_person.get(person, [])) if q not in taken]
+            for q in rng.permutation(others)[: max(0, cross - (len(pairs) - 1))].tolist():
+                pairs.append(Pair(message=pairs[0].message, question=questions[q], subject_name=pairs[0].subject_name,
+                                  truth=UNRELATED, wording="cross"))
 
     keep_questions = {q for q, r in questions.items() if r["subject"] in set(people)}
     definitions = [r for r in records if r["type"] in ("subject", "relation", "source")
@@ -523,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=25.0, help="stop reading new messages after this long")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-one-off", action="store_true", help="skip the reader's one-off digit")
+    parser.add_argument("--cross", type=int, default=0,
+                        help="read each message against up to this many other questions of its person too (default 0)")
     parser.add_argument("--batch", type=int, default=1,
                         help="questions of one message per prompt (the reader's batch path; default 1)")
     parser.add_argument("--reader-class", default=None,
@@ -547,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     config = WorldConfig.load(args.world) if Path(args.world).is_file() else WorldConfig.preset(args.world)
     config = config.with_overrides(settlements={"rate_per_day": args.settle_rate, "question_share": 1.0})
     world = generate_world(config)
-    sliced = world_slice(world, args.messages, seed=args.seed)
+    sliced = world_slice(world, args.messages, seed=args.seed, cross=args.cross)
 
     organizer_report = None
     if args.organizer_messages:
