@@ -172,6 +172,26 @@ def test_nan_likelihood_raises_fit_diverged(monkeypatch):
         BeliefFit(confusion="off", **FAST).fit(evidence)
 
 
+def test_a_diverging_confusion_form_keeps_the_one_number_form_under_auto(monkeypatch):
+    store, _ = crowd_store(n_items=40, n_workers=6, n_biased=2, seed=3)
+    evidence = store.load_evidence()
+    original = BeliefFit._run
+
+    def diverging_matrices(self, structure, chains, use_confusion, guide, label):
+        if use_confusion:
+            raise FitDiverged("a gradient is NaN or infinite", 7)
+        return original(self, structure, chains, use_confusion, guide, label)
+
+    monkeypatch.setattr(BeliefFit, "_run", diverging_matrices)
+    fit = BeliefFit(confusion="auto", keep_forms=True, **SMALL).fit(evidence)
+    assert not fit.confusion_ and fit.confusion_diverged_ == {"step": 7, "reason": "a gradient is NaN or infinite"}
+    assert fit.params_document()["diagnostics"]["confusion_diverged"]["step"] == 7
+    from doxa.inference.learn.choice import choose_form
+    assert "diverged at step 7" in choose_form(fit, evidence)["reason"]
+    with pytest.raises(FitDiverged):
+        BeliefFit(confusion="on", **SMALL).fit(evidence)
+
+
 def test_empty_store_says_what_to_do():
     from doxa.data.store import Store
 

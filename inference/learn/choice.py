@@ -48,6 +48,10 @@ def choose_form(fit: BeliefFit, evidence: Evidence, *, folds: int = FOLDS, seed:
     """
     forms = getattr(fit, "forms_", None)
     if not forms:
+        diverged = getattr(fit, "confusion_diverged_", None)
+        if diverged:
+            return {"chosen": "trust", "reason": f"the confusion form diverged at step {diverged['step']} "
+                    f"({diverged['reason']}): kept the one-number form"}
         return {"chosen": "confusion" if fit.confusion_ else "trust", "reason": "only one form was fitted "
                 "(no source has readings on a kind's own options)"}
     fitted_choice = "confusion" if fit.confusion_ else "trust"

@@ -80,7 +80,9 @@ class BeliefFit:
     keeps both (``forms_``), for the nightly job to choose between them by held-out
     settled facts (:mod:`doxa.inference.learn.choice`, :meth:`use_form`): the bias test and
     the ELBO say how well a form explains the readings, not how well it predicts what
-    will be settled, and on real crowd sets they kept the wrong one.
+    will be settled, and on real crowd sets they kept the wrong one. Under ``"auto"`` a
+    divergence of the confusion form keeps the one-number form (``confusion_diverged_``
+    says where; seen on a real model's readings of 24 questions); under ``"on"`` it raises.
 
     Fitted state: ``structure_``, ``guide_``, ``losses_`` (loss = −ELBO per step, both
     forms concatenated when two were fitted), ``converged_``, ``steps_``, ``seconds_``,
@@ -172,6 +174,7 @@ class BeliefFit:
 
         losses: list[float] = []
         self.elbo_by_form_: dict[str, float] = {}
+        self.confusion_diverged_: dict[str, Any] | None = None
         self.bias_: dict[str, float] | None = None
         self.draws_ = None
         if init_from is not None:
@@ -194,7 +197,15 @@ class BeliefFit:
                 try_confusion = self.bias_["z"] > self.bias_z
             if try_confusion and structure.pairs:
                 rich = self._make_guide(structure, chains, True, plain)
-                run_c = self._run(structure, chains, True, rich, "confusion")
+                try:
+                    run_c = self._run(structure, chains, True, rich, "confusion")
+                except FitDiverged as err:
+                    if self.confusion == "on":
+                        raise
+                    # under "auto" the matrices are an option: their divergence keeps the one-number form
+                    self.confusion_diverged_ = {"step": err.step, "reason": err.reason}
+                    run_c = None
+            if try_confusion and structure.pairs and run_c is not None:
                 losses += run_c.losses
                 self.elbo_by_form_["confusion"] = -self._tail_mean(run_c.losses)
                 gain = self.elbo_by_form_["confusion"] - self.elbo_by_form_["trust"]
@@ -337,6 +348,7 @@ class BeliefFit:
             "converged": bool(self.converged_),
             "confusion": bool(self.confusion_),
             "elbo_by_form": {k: float(v) for k, v in self.elbo_by_form_.items()},
+            "confusion_diverged": self.confusion_diverged_,
             "bias_check": self.bias_,
             "guide": self.guide,
             "n_readings": int(self.n_readings_),
