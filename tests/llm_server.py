@@ -54,9 +54,10 @@ FAULTS = (
     "refusal",  # an OpenAI-style refusal: content null, message.refusal set
     "bad_link",  # valid JSON linking a question id that was not shown
     "schema_400",  # HTTP 400 when the request carries response_format (a server without json_schema)
+    "schema_500",  # HTTP 500 naming the field, as llama-cpp-python 0.3 answers response_format json_schema
     "extra_field",  # valid JSON with a "confidence" key the schema forbids
 )
-ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal", "bad_link", "schema_400",
+ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal", "bad_link", "schema_400", "schema_500",
                     "extra_field")
 
 _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
@@ -389,6 +390,11 @@ class _Handler(BaseHTTPRequestHandler):
         return tokens or [[("The", math.log(0.9)), ("I", math.log(0.05))]]  # every line skipped: prose
 
     def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
+        if fault == "schema_500" and "response_format" in body:
+            self._send_json(500, {"error": {"message": "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                                            "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                                            "'json_object'\", 'input': 'json_schema'}"}})
+            return
         if fault == "schema_400" and "response_format" in body:
             self._send_json(400, {"error": {"message": "response_format json_schema is not supported"}})
             return

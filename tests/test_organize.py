@@ -107,6 +107,17 @@ def test_a_server_without_json_schema_is_asked_again_without_it_and_remembered(s
     assert "response_format" not in server.requests[2]["body"] and len(server.requests) == 3
 
 
+def test_a_server_that_answers_json_schema_with_a_500_naming_it_is_asked_without_it(server):
+    organizer = organizer_for(server)
+    attempts = organizer.endpoint.retries + 1
+    server.fail("schema_500", times=attempts, to="organizer")  # every retry refused alike, as llama-cpp-python does
+    got = organizer.organize(request(), INSTRUCTIONS)
+    assert got.output.links == ["maya.diet"] and got.calls == attempts + 1
+    assert "response_format" not in server.requests[-1]["body"]
+    organizer.organize(request(), INSTRUCTIONS)
+    assert "response_format" not in server.requests[-1]["body"] and len(server.requests) == attempts + 2
+
+
 @pytest.mark.parametrize("fault", ["fenced", "trailing_comma"])
 def test_repairable_replies_are_repaired_without_another_call(server, fault):
     server.fail(fault, to="organizer")

@@ -61,6 +61,7 @@ class ChatEndpoint:
             headers["Authorization"] = f"Bearer {self.api_key}"
         where = f"{self.what} {self.chat_url}"
         last_problem = ""
+        last_status, last_detail = None, ""
         for attempt in range(self.retries + 1):
             wait = self.backoff_s * (2**attempt)
             request = urllib.request.Request(self.chat_url, data=data, headers=headers, method="POST")
@@ -73,8 +74,10 @@ class ChatEndpoint:
                 if err.code not in RETRY_STATUSES:
                     refused = self.error(f"{where}: HTTP {err.code}: {detail}. {self.hint(err.code)}")
                     refused.status = err.code  # callers may react to a refused request field (HTTP 400)
+                    refused.detail = detail
                     raise refused from err
                 last_problem = f"HTTP {err.code}: {detail}"
+                last_status, last_detail = err.code, detail
                 retry_after = retry_after_s(err.headers.get("Retry-After") if err.headers else None)
                 if retry_after is not None:
                     wait = retry_after
@@ -97,10 +100,13 @@ class ChatEndpoint:
                     ) from err
             if attempt < self.retries:
                 time.sleep(min(max(wait, 0.0), self.max_backoff_s))
-        raise self.error(
+        failed = self.error(
             f"{where}: gave up after {self.retries + 1} attempts; last: {last_problem}. "
             f"{self.unreachable_hint} Or raise the timeout / retries for a slow model."
         )
+        # a server may answer a field it does not take with a 5xx (llama-cpp-python: 500 for json_schema)
+        failed.status, failed.detail = last_status, last_detail
+        raise failed
 
 
 def error_body(err: urllib.error.HTTPError) -> str:

@@ -388,7 +388,10 @@ class OpenAIChatOrganizer(Organizer):
         try:
             answer = self.endpoint.post(self._body(messages))
         except OrganizerError as err:
-            refused_schema = getattr(err, "status", None) in (400, 422) and self._schema_ok
+            status, detail = getattr(err, "status", None), getattr(err, "detail", "") or ""
+            # refused outright (400, 422), or an error that names the field (llama-cpp-python answers 500)
+            refused_schema = self._schema_ok and (status in (400, 422) or (
+                status is not None and ("response_format" in detail or "json_schema" in detail)))
             if not (refused_schema and self.structured == "auto"):
                 raise
             self._schema_ok = False  # this server does not take response_format: strict JSON from now on
