@@ -154,10 +154,14 @@ def _source_readings(store: "Store", cutoff: datetime, source_ids: np.ndarray) -
     """
     if len(source_ids) == 0:
         return np.zeros(0, dtype=np.int64)
+    # the sources' readings first, then their questions: joining all of ``readings`` to ``questions``
+    # before the source filter costs ~0.1 s on a million readings, this ~0.03 s
     rows = store.execute(
-        """SELECT r.source, count(DISTINCT r.message) AS n FROM readings r JOIN questions q ON q.id = r.question
-           WHERE r.counts AND r.sent_at <= ? AND q.status = 'active' AND r.source IN (SELECT unnest(?))
-           GROUP BY r.source""", [cutoff, source_ids.tolist()]).fetchnumpy()
+        """WITH theirs AS MATERIALIZED (
+               SELECT source, message, question FROM readings
+               WHERE counts AND sent_at <= ? AND source IN (SELECT unnest(?)))
+           SELECT t.source, count(DISTINCT t.message) AS n FROM theirs t JOIN questions q ON q.id = t.question
+           WHERE q.status = 'active' GROUP BY t.source""", [cutoff, source_ids.tolist()]).fetchnumpy()
     found = np.asarray(rows["source"], dtype=object)
     order = np.argsort(found, kind="stable")
     found, n = found[order], np.asarray(rows["n"], dtype=np.int64)[order]
