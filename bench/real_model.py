@@ -203,10 +203,7 @@ def read_pairs(reader, sliced: Slice, *, max_messages: int, seconds_budget: floa
     batched = getattr(reader, "batch", 1) > 1
     started = time.perf_counter()
     try:
-        for pairs in todo:
-            if time.perf_counter() - started > seconds_budget:
-                run.stopped_by = f"time budget ({seconds_budget / 60:.0f} min)"
-                break
+        for pairs in _within_budget(todo, run, started, seconds_budget):
             sent = getattr(reader, "requests", None)
             if batched:  # the message's questions in as few calls as the reader's batch allows, as remember does
                 try:
@@ -230,14 +227,27 @@ def read_pairs(reader, sliced: Slice, *, max_messages: int, seconds_budget: floa
             # the reader's own count of HTTP requests (retries and second questions included)
             run.calls += (reader.requests - sent) if sent is not None else len(pairs)
             run.messages_read += 1
-            if bar:
-                elapsed = time.perf_counter() - started
-                bar.update(task, advance=1, description=f"reading · {elapsed / run.messages_read:.1f} s/message")
+            _tick(bar, task, started, run.messages_read, "reading")
     finally:
         if bar:
             bar.stop()
     run.seconds = time.perf_counter() - started
     return run
+
+
+def _within_budget(todo: list, run, started: float, seconds_budget: float):
+    """The items of ``todo`` until ``seconds_budget`` has passed since ``started`` (then ``run.stopped_by`` says so)."""
+    for item in todo:
+        if time.perf_counter() - started > seconds_budget:
+            run.stopped_by = f"time budget ({seconds_budget / 60:.0f} min)"
+            return
+        yield item
+
+
+def _tick(bar, task, started: float, done: int, what: str) -> None:
+    if bar:
+        elapsed = time.perf_counter() - started
+        bar.update(task, advance=1, description=f"{what} · {elapsed / max(done, 1):.1f} s/message")
 
 
 def _progress(enabled: bool):
@@ -286,10 +296,7 @@ def organize_messages(organizer, sliced: Slice, db: str, *, max_messages: int, s
         task = bar.add_task("organizing", total=len(todo)) if bar else None
         started = time.perf_counter()
         try:
-            for pairs in todo:
-                if time.perf_counter() - started > seconds_budget:
-                    run.stopped_by = f"time budget ({seconds_budget / 60:.0f} min)"
-                    break
+            for pairs in _within_budget(todo, run, started, seconds_budget):
                 message, main = pairs[0].message, pairs[0].question
                 before = organizer.requests
                 try:
@@ -303,9 +310,7 @@ def organize_messages(organizer, sliced: Slice, db: str, *, max_messages: int, s
                 run.results.append(result)
                 run.world_question_of[message["id"]] = main["id"]
                 run.subject_of_world_question[main["id"]] = main["subject"]
-                if bar:
-                    elapsed = time.perf_counter() - started
-                    bar.update(task, advance=1, description=f"organizing · {elapsed / len(run.results):.1f} s/message")
+                _tick(bar, task, started, len(run.results), "organizing")
         finally:
             if bar:
                 bar.stop()
