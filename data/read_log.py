@@ -91,7 +91,7 @@ def append_matrix(db_path: str, question_ids: np.ndarray, asked_at: datetime, pr
 
 def matrix_table(question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray, n_options: np.ndarray,
                  params_version: int | None):
-    """The reads as an Arrow table built from buffers (no per-row Python objects but the ids)."""
+    """The reads as an Arrow table built from buffers (no per-row Python work but converting the ids)."""
     import pyarrow as pa
 
     def buffer_array(values: np.ndarray, kind) -> "pa.Array":
@@ -103,13 +103,11 @@ def matrix_table(question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray
     rounded = np.round(probs, 6)
     offsets = np.zeros(n + 1, dtype=np.int32)
     offsets[1:] = np.cumsum(k)
-    encoded = [str(q).encode("utf-8") for q in question_ids.tolist()]
-    text_offsets = np.zeros(n + 1, dtype=np.int32)
-    text_offsets[1:] = np.cumsum([len(e) for e in encoded])
     stamp = lambda moment: buffer_array(  # noqa: E731
         np.full(n, np.datetime64(moment, "us").astype(np.int64)), pa.timestamp("us"))
     return pa.Table.from_arrays(
-        [pa.StringArray.from_buffers(n, pa.py_buffer(text_offsets), pa.py_buffer(b"".join(encoded))),
+        # from a list, Arrow converts the ids in C (~15 ms for 100,000; encoding them here took ~100 ms)
+        [pa.array(np.asarray(question_ids, dtype=object).tolist(), pa.string()),
          stamp(asked_at), stamp(_utc_now()),
          pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(rounded[mask], pa.float64())),
          buffer_array(np.argmax(rounded, axis=1).astype(np.int64) if n else np.zeros(0, np.int64), pa.int64()),
