@@ -621,7 +621,7 @@ class Store:
         return int(self.con.execute("SELECT value FROM meta WHERE key = 'evidence_epoch'").fetchone()[0])
 
     _VALID_STATES = """
-        SELECT hash(b.question) AS h, b.state, coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
+        SELECT hash(b.question) AS h, b.state, octet_length(b.state) // 8 AS width, coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
         FROM belief_states b LEFT JOIN evidence_epochs e ON e.question = b.question
         WHERE b.params_version = {version} AND b.epoch >= coalesce(e.epoch, 0)
           AND b.epoch >= (SELECT value::BIGINT FROM meta WHERE key = 'structure_epoch') {scope}"""
@@ -648,7 +648,7 @@ class Store:
         have = np.flatnonzero(row >= 0)
         rows = row[have]
         blobs = np.asarray(cols["state"], dtype=object)[rows].tolist()
-        widths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs)) // 8
+        widths = np.asarray(cols["width"], dtype=np.int64)[rows]  # from SQL: len() per blob costs ~50 ms
         flat = np.frombuffer(b"".join(blobs), dtype=np.float64)
         starts = np.r_[0, np.cumsum(widths)[:-1]].astype(np.int64)
         right = widths == questions.n_options[have]  # a state of another shape is not this question's
