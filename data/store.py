@@ -620,6 +620,17 @@ class Store:
         """How many writes have changed evidence so far (see :func:`doxa.data.writer.mark_evidence_changed`)."""
         return int(self.con.execute("SELECT value FROM meta WHERE key = 'evidence_epoch'").fetchone()[0])
 
+    @_reads
+    def questions_changed_since(self, epoch: int) -> list[str] | None:
+        """Active questions whose evidence changed after evidence epoch ``epoch``, in id order;
+        None when a merge, split or undo came after it (then every question changed)."""
+        structure = int(self.con.execute("SELECT value FROM meta WHERE key = 'structure_epoch'").fetchone()[0])
+        if structure > epoch:
+            return None
+        return [q for (q,) in self.con.execute(
+            """SELECT e.question FROM evidence_epochs e JOIN questions q ON q.id = e.question
+               WHERE e.epoch > ? AND q.status = 'active' ORDER BY e.question""", [int(epoch)]).fetchall()]
+
     _VALID_STATES = """
         SELECT hash(b.question) AS h, b.state, octet_length(b.state) // 8 AS width, coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
         FROM belief_states b LEFT JOIN evidence_epochs e ON e.question = b.question

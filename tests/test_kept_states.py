@@ -151,3 +151,32 @@ def test_a_trained_store_reads_from_its_kept_states(tmp_path):
     assert memory.store.kept_states(questions, 1)["found"].all()
     assert_exact(memory, END)
     memory.close()
+
+
+def test_a_publish_refreshes_the_states_of_questions_ingested_while_it_fitted(tmp_path):
+    """`doxa train` fits on a snapshot; what came in meanwhile is refreshed in its publishing write."""
+    from test_scorer_properties import END
+    import records as R
+
+    memory = doxa.open(str(tmp_path / "k.duckdb"))
+    memory.ingest(R.small_store_records())
+    with memory.store.reading():
+        seen, epoch = memory.store.load_evidence(None), memory.store.evidence_epoch()
+    # ingested "during the fit", as a big import does (no refresh of its own)
+    memory.store.on_evidence_change = None
+    memory.store.ingest_records([R.message("late", "maya-chat", "2026-05-30T10:00:00", "still fish"),
+                                 R.reading("late", "maya.diet",
+                                           {"vegetarian": 0.1, "eats fish": 0.8, "eats meat": 0.1}, reader="r2")])
+    memory.store.on_evidence_change = memory._refresh_states
+    with memory.store.reading():
+        assert memory.store.questions_changed_since(epoch) == ["maya.diet"]
+    document = P.default_params()
+    publish_with_posterior(memory.store, document, None, None, kept_states=states.compute(seen, document),
+                           epoch=epoch)
+    questions = memory.store.question_table()
+    assert memory.store.kept_states(questions, 1)["found"].all()
+    assert_exact(memory, END)
+    # and nothing came after the publish
+    with memory.store.reading():
+        assert memory.store.questions_changed_since(memory.store.evidence_epoch()) == []
+    memory.close()

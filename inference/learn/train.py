@@ -284,7 +284,7 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
         inference_data(fit).to_netcdf(str(staged), engine="h5netcdf")
     # every question's filter state under the new version, kept with it (inference/states.py):
     # computed here, outside the store, from the evidence the fit saw; a question whose
-    # evidence changed since then is read from its evidence until refreshed. A fit cut at
+    # evidence changed since then is refreshed in the publishing write. A fit cut at
     # --at has not seen the latest evidence: it keeps none.
     kept = states.compute(evidence, document) if at is None else None
     version, posterior_path = publish_with_posterior(store, document, staged, folder, kept_states=kept,
@@ -308,6 +308,7 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
     def put_in_place(version: int, con) -> None:
         if kept_states is not None:
             states.write(store, kept_states, {"version": version}, epoch, replace_all=True)
+            states.refresh_changed_since(store, dict(document, version=version), epoch)
         if folder is None:
             return
         published = {int(v) for (v,) in con.execute("SELECT version FROM params").fetchall()}

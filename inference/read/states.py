@@ -17,8 +17,9 @@ paths run the same numpy operations, so they agree to rounding (the property tes
 1e-12).
 
 Who keeps them: `doxa train` computes every question's state from the evidence it fitted
-on and writes them with the version it publishes; each ingest that touches a few
-questions refreshes theirs in its own write (:func:`refresh`).
+on and writes them with the version it publishes, refreshing in the same write those of
+the questions ingested while it fitted (:func:`refresh_changed_since`); each ingest that
+touches a few questions refreshes theirs in its own write (:func:`refresh`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,18 @@ def refresh(store: Store, params: dict[str, Any], question_ids: list[str] | None
     return len(states.questions.ids)
 
 
+def refresh_changed_since(store: Store, params: dict[str, Any], epoch: int) -> int:
+    """Inside a write that kept states computed as of ``epoch`` (a publish): recompute those of
+    the questions whose evidence changed after it (ingests during the fit), so reads find
+    every state usable; more than :data:`REFRESH_AT_INGEST` of them, or a merge, split or
+    undo after ``epoch``, are left to be read from their evidence. Returns how many were kept.
+    """
+    changed = store.questions_changed_since(epoch)
+    if not changed or len(changed) > REFRESH_AT_INGEST:
+        return 0
+    return refresh(store, params, changed)
+
+
 def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,
                subjects: list[str] | None = None) -> scorer.Beliefs:
     """Beliefs at ``at`` from the kept states, filtering only the questions without a usable one.
@@ -151,4 +164,4 @@ def _only_questions(questions: QuestionTable, rejections: dict[str, np.ndarray] 
     )
 
 
-__all__ = ["States", "compute", "write", "refresh", "beliefs_at", "version_key", "REFRESH_AT_INGEST"]
+__all__ = ["States", "compute", "write", "refresh", "refresh_changed_since", "beliefs_at", "version_key", "REFRESH_AT_INGEST"]
