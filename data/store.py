@@ -632,7 +632,8 @@ class Store:
                WHERE e.epoch > ? AND q.status = 'active' ORDER BY e.question""", [int(epoch)]).fetchall()]
 
     _VALID_STATES = """
-        SELECT hash(b.question) AS h, b.state, octet_length(b.state) // 8 AS width, coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
+        SELECT hash(b.question) AS h, b.state, octet_length(b.state) // 8 AS width,
+               coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
         FROM belief_states b LEFT JOIN evidence_epochs e ON e.question = b.question
         WHERE b.params_version = {version} AND b.epoch >= coalesce(e.epoch, 0)
           AND b.epoch >= (SELECT value::BIGINT FROM meta WHERE key = 'structure_epoch') {scope}"""
