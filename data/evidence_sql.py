@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .evidence import Evidence, SourceTable
+from .evidence import HISTORY_SQL, Evidence, SourceTable
 from .times import FAR_FUTURE, to_days
 
 if TYPE_CHECKING:
@@ -147,21 +147,14 @@ def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str,
 
 
 def _source_readings(store: "Store", cutoff: datetime, source_ids: np.ndarray) -> np.ndarray:
-    """Messages of each of ``source_ids`` with a counted reading up to the cut, on any active question.
+    """Each of ``source_ids``'s history up to the cut (:data:`~doxa.data.evidence.HISTORY_SQL`).
 
     The same query whichever questions were loaded, so a source's history (what
     :mod:`doxa.model.independence` reads) is the same for ``doxa belief Q`` as for a full read.
     """
     if len(source_ids) == 0:
         return np.zeros(0, dtype=np.int64)
-    # the sources' readings first, then their questions: joining all of ``readings`` to ``questions``
-    # before the source filter costs ~0.1 s on a million readings, this ~0.03 s
-    rows = store.execute(
-        """WITH theirs AS MATERIALIZED (
-               SELECT source, message, question FROM readings
-               WHERE counts AND sent_at <= ? AND source IN (SELECT unnest(?)))
-           SELECT t.source, count(DISTINCT t.message) AS n FROM theirs t JOIN questions q ON q.id = t.question
-           WHERE q.status = 'active' GROUP BY t.source""", [cutoff, source_ids.tolist()]).fetchnumpy()
+    rows = store.execute(HISTORY_SQL.format(sources="SELECT unnest(?)"), [cutoff, source_ids.tolist()]).fetchnumpy()
     found = np.asarray(rows["source"], dtype=object)
     order = np.argsort(found, kind="stable")
     found, n = found[order], np.asarray(rows["n"], dtype=np.int64)[order]

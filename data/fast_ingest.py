@@ -40,7 +40,7 @@ from . import models
 from .connection import CONNECT_CONFIG
 from .ingest import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
 from .sql import sql_literal
-from .writer import insert_terms, mark_evidence_changed
+from .writer import insert_terms, mark_evidence_changed, settle_copies
 
 #: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
 BLOCK_LINES = 100_000
@@ -603,7 +603,7 @@ def write_stage(con, stage_path: str, changes: dict | None = None) -> dict[str, 
         try:
             _check_against_store(con)
             counts, touched = _write(con)
-            mark_evidence_changed(con, touched)
+            mark_evidence_changed(con, touched | settle_copies(con))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

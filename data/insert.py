@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .writer import complete_readings, insert_terms, mark_evidence_changed
+from .writer import complete_readings, insert_terms, mark_evidence_changed, settle_copies
 
 if TYPE_CHECKING:
     from .store import Store
@@ -46,6 +46,7 @@ def _insert_arrow(con, tables: dict[str, pa.Table], index_terms: bool) -> dict[s
         if index_terms and "messages" in tables and "message_terms" not in tables:
             index_missing_terms(con)
         complete_readings(con)
+        settle_copies(con)
         mark_evidence_changed(con, [], structure=True)
         con.execute("COMMIT")
     except Exception:

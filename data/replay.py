@@ -18,7 +18,7 @@ from .insert import insert_arrow
 from .organizer import SETTLEMENT_FACTS, OptionMap, carried_readings, insert_readings
 from .sql import bind
 from .store import Store
-from .writer import complete_readings, mark_evidence_changed
+from .writer import complete_readings, mark_evidence_changed, settle_copies
 
 
 #: Tables replay copies as they are: the evidence and everything the user said.
@@ -105,6 +105,7 @@ def _replay_into(source, target, batch, new_questions, origin):
             _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
         _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
         complete_readings(con)
+        settle_copies(con)
         mark_evidence_changed(con, [], structure=True)
         con.execute("COMMIT")
     except Exception:

@@ -56,9 +56,10 @@ CREATE TABLE IF NOT EXISTS questions (
 );
 
 -- probs are in the order of questions.options.
--- The last four columns copy (immutable) facts of the reading's message so that loading
--- the evidence never joins a million readings to their messages; write paths fill them
--- with doxa.data.writer.complete_readings before committing.
+-- sent_at, source, fp and counts copy (immutable) facts of the reading's message so that
+-- loading the evidence never joins a million readings to their messages; is_copy says whether
+-- an earlier message shares its fingerprint. Write paths fill them with
+-- doxa.data.writer.complete_readings and settle_copies before committing.
 CREATE TABLE IF NOT EXISTS readings (
     message        VARCHAR NOT NULL,
     question       VARCHAR NOT NULL,
@@ -72,6 +73,7 @@ CREATE TABLE IF NOT EXISTS readings (
     source         VARCHAR,            -- the message's source
     fp             UBIGINT,            -- hash of the message's fingerprint: copies share it
     counts         BOOLEAN,            -- false for the assistant's own notes
+    is_copy        BOOLEAN,            -- an earlier message has its fingerprint (data/evidence.py mark_copies_sql)
     PRIMARY KEY (message, question, reader)
 );
 

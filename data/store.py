@@ -31,13 +31,13 @@ import numpy as np
 from . import evidence_sql
 from .connection import CONNECT_CONFIG, connect, in_read_session  # noqa: F401 - part of this module's API
 from .errors import IngestError, Problem, StoreError
-from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
+from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable, mark_copies_sql
 from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
 from .times import FAR_FUTURE, from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
 DEFAULT_DB = "doxa.duckdb"
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 from .read_log import SMALL_LOG  # noqa: E402 - re-exported: up to this many reads are logged as JSON Lines
 
 
@@ -97,6 +97,15 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
     # `complete` flag every version carried (always true) is gone.
     "4": ("5", """
         ALTER TABLE params DROP COLUMN IF EXISTS complete;
+    """),
+    # Version 6: readings say whether their message is a copy of an earlier one (is_copy), which
+    # adds nothing to a source's history. Marking them changes histories, so every kept state
+    # computed before is stale (the structure epoch moves past it).
+    "5": ("6", f"""
+        ALTER TABLE readings ADD COLUMN IF NOT EXISTS is_copy BOOLEAN;
+        {mark_copies_sql("SELECT DISTINCT fp FROM readings")};
+        UPDATE meta SET value = (value::BIGINT + 1)::VARCHAR WHERE key = 'evidence_epoch';
+        UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'evidence_epoch') WHERE key = 'structure_epoch';
     """),
 }
 
@@ -674,6 +683,16 @@ class Store:
         out["n_evidence"][have] = np.asarray(cols["n_evidence"], dtype=np.int64)[rows]
         out["n_settled"][have] = np.asarray(cols["n_settled"], dtype=np.int64)[rows]
         return out
+
+    @_reads
+    def latest_evidence_day(self) -> float:
+        """When the newest counted message was sent (days, as :func:`to_days`); -inf for none.
+
+        Kept states count every source's whole history; a read before this moment may find a
+        source with less history then (docs/design.md, "Agreement is not independence").
+        """
+        (latest,) = self.con.execute("SELECT max(sent_at) FROM readings WHERE counts").fetchone()
+        return to_days(latest) if latest is not None else -np.inf
 
     @_reads
     def rejections_up_to(self, questions: QuestionTable, at: datetime | None) -> dict[str, np.ndarray]:

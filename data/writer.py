@@ -15,8 +15,10 @@ from typing import Any, Mapping
 import duckdb
 import pyarrow as pa
 
+from .evidence import FRESH_READINGS, HISTORY_SQL, mark_copies_sql
 from .ingest import IngestError, ParsedBatch, Problem, fingerprint
 from .search import TOKEN_SPLIT
+from .times import FAR_FUTURE
 
 MAX_PROBLEMS = 1000
 
@@ -402,7 +404,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         if also is not None:
             also(con)
         touched = ({row[1] for row in reading_rows} | {r.question for _, r in settlements}
-                   | {r.question for _, r in rejections})
+                   | {r.question for _, r in rejections} | settle_copies(con))
         mark_evidence_changed(con, touched, structure=bool(extra_writers))
         con.execute("COMMIT")
         if changes is not None:
@@ -511,6 +513,36 @@ def complete_readings(con) -> None:
     ).fetchall()
 
 
+def settle_copies(con) -> set[str]:
+    """Mark which new readings (``is_copy`` still NULL) and readings sharing their fingerprints are copies.
+
+    A message that arrives late but was sent first makes its stored twin a copy, so every
+    reading of the new fingerprints is marked again (:func:`~doxa.data.evidence.mark_copies_sql`).
+    Returns the questions whose evidence changed beyond the new readings' own: a source whose
+    history this write moved across :data:`~doxa.data.evidence.FRESH_READINGS` changes how
+    every one of its readings counts, so those questions' kept states are stale too.
+    """
+    con.execute("CREATE OR REPLACE TEMP TABLE _new_fps AS SELECT DISTINCT fp FROM readings WHERE is_copy IS NULL")
+    try:
+        if not con.execute("SELECT count(*) FROM _new_fps").fetchone()[0]:
+            return set()
+        con.execute("""CREATE OR REPLACE TEMP TABLE _their_sources AS
+                       SELECT DISTINCT source FROM readings WHERE counts AND fp IN (SELECT fp FROM _new_fps)""")
+        history = HISTORY_SQL.format(sources="SELECT source FROM _their_sources")
+        before = dict(con.execute(history, [FAR_FUTURE]).fetchall())  # new rows (NULL) do not count yet
+        con.execute(mark_copies_sql("SELECT fp FROM _new_fps")).fetchall()
+        after = dict(con.execute(history, [FAR_FUTURE]).fetchall())
+        crossed = sorted(s for s in before.keys() | after.keys()
+                         if (before.get(s, 0) <= FRESH_READINGS) != (after.get(s, 0) <= FRESH_READINGS))
+        if not crossed:
+            return set()
+        return {q for (q,) in con.execute("SELECT DISTINCT question FROM readings WHERE source IN (SELECT unnest(?))",
+                                          [crossed]).fetchall()}
+    finally:
+        con.execute("DROP TABLE IF EXISTS temp._new_fps")
+        con.execute("DROP TABLE IF EXISTS temp._their_sources")
+
+
 def insert_terms(con, messages_sql: str) -> None:
     """Full-text terms of the messages ``messages_sql`` selects (columns ``id``, ``text``), cut by
     search's tokeniser; BM25 statistics are computed at query time."""
@@ -543,4 +575,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-__all__ = ["write_batch", "mark_evidence_changed", "ExtraWriter"]
+__all__ = ["write_batch", "mark_evidence_changed", "settle_copies", "ExtraWriter"]

@@ -105,3 +105,33 @@ def test_the_models_filter_reads_the_campaign_as_the_scorer_does():
     ours = scorer.apply_rejections(evidence, result.belief)
     np.testing.assert_allclose(ours, scorer.score(evidence, doc, calibrate=False).raw, atol=1e-10)
     assert 0.2 < ours[0, 0] < 0.8  # five fresh accounts against one friend twice: neither wins outright
+
+
+@pytest.mark.parametrize("forwarder", ["fresh-0", "fresh-1", "newcomer"])
+def test_a_copy_adds_nothing_to_a_sources_history(forwarder):
+    """A source's history counts the messages it sent first, never a copy of one already sent:
+    otherwise a forwarded copy (which is no evidence) could lift a fresh source out of a campaign."""
+    text = "fresh-0 says sam goes to the gym on mondays"
+
+    def records_with(copy: bool):
+        records, say = store_with([("fresh-1", 1, "yes")])
+        records.append({"type": "source", "id": "fresh-0", "layers": ["friend"]})
+        records.append({"type": "source", "id": "newcomer", "layers": ["friend"]})
+        say("fresh-0", 1, "sam.q", "yes")
+        records[-2]["text"] = text
+        for j in range(FRESH_READINGS - 1):  # one more message and either would have a history
+            records.append({"type": "question", "id": f"sam.other{j}", "subject": "sam", "kind": "k",
+                            "text": f"other {j}?", "shape": "yes_no", "options": ["yes", "no"]})
+            say("fresh-0", 20, f"sam.other{j}", "no")
+            say("fresh-1", 21, f"sam.other{j}", "no")
+        if copy:
+            say(forwarder, 1, "sam.q", "yes")
+            records[-2].update(text=f"Fwd: {text.upper()}", sent_at="2024-02-01T13:00:00Z")
+        return records
+
+    evidence, p_without = belief(records_with(copy=False))
+    np.testing.assert_allclose(independent_share(evidence), 0.5)  # two fresh sources, one burst
+    evidence, p_with = belief(records_with(copy=True))
+    assert evidence.n_readings == 2  # the copy is one evidence unit with its original
+    np.testing.assert_allclose(independent_share(evidence), 0.5)
+    assert p_with == p_without

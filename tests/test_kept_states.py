@@ -10,7 +10,7 @@ read filtered from scratch to 1e-12.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 import doxa
 from doxa.inference.read import params as P
 from doxa.inference.read import states
+import records as R
+from doxa.data.evidence import FRESH_READINGS
 from doxa.inference.learn.train import publish_with_posterior
-from test_scorer_properties import BASE, HORIZON_HOURS, worlds
+from test_scorer_properties import BASE, END, HORIZON_HOURS, worlds
 
 EXAMPLES = int(os.environ.get("DOXA_PROPERTY_EXAMPLES", "12"))
 EXACT = 1e-12
@@ -138,9 +140,6 @@ def test_beliefs_from_kept_states_equal_beliefs_filtered_from_scratch(world, dat
 
 def test_a_trained_store_reads_from_its_kept_states(tmp_path):
     """Not only equal: after a publish, a read at a time past the evidence uses the kept states."""
-    from test_scorer_properties import END
-    import records as R
-
     memory = doxa.open(str(tmp_path / "k.duckdb"))
     memory.ingest(R.small_store_records())
     with memory.store.reading():
@@ -162,9 +161,6 @@ def test_a_trained_store_reads_from_its_kept_states(tmp_path):
 
 def test_a_publish_refreshes_the_states_of_questions_ingested_while_it_fitted(tmp_path):
     """`doxa train` fits on a snapshot; what came in meanwhile is refreshed in its publishing write."""
-    from test_scorer_properties import END
-    import records as R
-
     memory = doxa.open(str(tmp_path / "k.duckdb"))
     memory.ingest(R.small_store_records())
     with memory.store.reading():
@@ -173,7 +169,8 @@ def test_a_publish_refreshes_the_states_of_questions_ingested_while_it_fitted(tm
         R.message("late", "maya-chat", "2026-05-30T10:00:00", "still fish"),
         R.reading("late", "maya.diet", {"vegetarian": 0.1, "eats fish": 0.8, "eats meat": 0.1}, reader="r2")])
     with memory.store.reading():
-        assert memory.store.questions_changed_since(epoch) == ["maya.diet"]
+        # maya-chat's fourth message gives it a history: every question it was read for counts anew
+        assert memory.store.questions_changed_since(epoch) == ["maya.diet", "maya.flower", "sam.diet"]
     document = P.default_params()
     publish_with_posterior(memory.store, document, None, None, kept_states=states.compute(seen, document),
                            epoch=epoch)
@@ -183,4 +180,57 @@ def test_a_publish_refreshes_the_states_of_questions_ingested_while_it_fitted(tm
     # and nothing came after the publish
     with memory.store.reading():
         assert memory.store.questions_changed_since(memory.store.evidence_epoch()) == []
+    memory.close()
+
+
+def campaign_records(extra_messages: int):
+    """Two fresh sources agreeing on day 1 (a campaign); ``fresh-0`` then says ``extra_messages``
+    things on questions of their own, on day 30."""
+    records = [R.subject("p"), R.source("fresh-0", ["friend"]), R.source("fresh-1", ["friend"]),
+               R.question("p.q", ["yes", "no"], kind="k", subject="p")]
+    for n, source in enumerate(["fresh-0", "fresh-1"]):
+        records += [R.message(f"m{n}", source, f"2024-02-01T1{n}:00:00", f"{source} says yes, and means it"),
+                    R.reading(f"m{n}", "p.q", {"yes": 0.9, "no": 0.1}, reader="r")]
+    for j in range(extra_messages):
+        records += [R.question(f"p.other{j}", ["yes", "no"], kind="k", subject="p"),
+                    R.message(f"later{j}", "fresh-0", "2024-03-01T10:00:00", f"something else entirely, {j}"),
+                    R.reading(f"later{j}", f"p.other{j}", {"yes": 0.2, "no": 0.8}, reader="r")]
+    return records
+
+
+def test_a_source_gaining_a_history_refreshes_the_states_of_all_it_said():
+    memory = doxa.open(":memory:")
+    memory.ingest(campaign_records(FRESH_READINGS - 1))
+    memory.refresh_states()
+    before = memory.belief("p.q", END).answers["yes"]
+    memory.ingest(campaign_records(FRESH_READINGS)[-3:])  # fresh-0's fourth message, on another question
+    with memory.store.reading():
+        assert memory.store.kept_states(memory.store.question_table(["p.q"]), 0)["found"].all()
+    assert_exact(memory, END)
+    assert memory.belief("p.q", END).answers["yes"] > before  # no campaign any more: two voices
+    memory.close()
+
+
+def test_a_late_original_makes_its_stored_twin_a_copy_and_refreshes_what_that_changes():
+    records = campaign_records(FRESH_READINGS)
+    # fresh-0's fourth message turns out to be a copy of what a third source said first
+    twin = [R.source("first", ["web"]), R.message("orig", "first", "2024-02-20T10:00:00", "Something else entirely, 2"),
+            R.reading("orig", "p.other2", {"yes": 0.2, "no": 0.8}, reader="r")]
+    memory = doxa.open(":memory:")
+    memory.ingest(records)
+    memory.refresh_states()
+    established = memory.belief("p.q", END).answers["yes"]
+    memory.ingest(twin)
+    assert dict(memory.store.execute("SELECT message, is_copy FROM readings WHERE question = 'p.other2'").fetchall()) \
+        == {"later2": True, "orig": False}
+    assert_exact(memory, END)
+    assert memory.belief("p.q", END).answers["yes"] < established  # fresh again: a campaign again
+    memory.close()
+
+
+def test_a_read_before_a_source_gained_its_history_reads_it_as_fresh():
+    memory = doxa.open(":memory:")
+    memory.ingest(campaign_records(FRESH_READINGS))
+    memory.refresh_states()
+    assert_exact(memory, datetime(2024, 2, 10))  # after p.q's last event, before fresh-0's later messages
     memory.close()

@@ -112,7 +112,9 @@ def worlds(draw, settlements: bool = True, rejections: bool = True) -> World:
     messages, readings = {}, []
     for m in range(draw(st.integers(0, 8))):
         mid = f"m{m}"
-        messages[mid] = (draw(st.sampled_from(sorted(sources))), draw(st.integers(0, HORIZON_HOURS)),
+        # some in the first days: messages close together make campaigns and repetitions
+        hours = draw(st.integers(0, HORIZON_HOURS) | st.integers(0, 96))
+        messages[mid] = (draw(st.sampled_from(sorted(sources))), hours,
                          f"message number {m}, with enough words to be itself")
         for qid in draw(st.sets(st.sampled_from(sorted(questions)))):
             readers = draw(st.sampled_from([READERS[:1], READERS[1:], READERS]))

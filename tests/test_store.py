@@ -62,4 +62,27 @@ def test_a_version_4_store_loses_the_complete_flag_and_keeps_its_parameter_versi
         assert columns == ["version", "created_at", "body"]
         assert store.latest_params() == (1, {"format": 1})
         assert [v["version"] for v in store.params_versions()] == [1]
-        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_5_store_learns_which_readings_are_copies_and_drops_its_kept_states(tmp_path):
+    path = str(tmp_path / "v5.duckdb")
+    text = "sam moved to a flat by the river last spring"
+    records = [{"type": "source", "id": s, "layers": ["friend"]} for s in ("ann", "bob")] + [
+        {"type": "question", "id": "q", "kind": "home", "text": "Where?", "shape": "choice", "options": ["river", "hill"]}]
+    for mid, source, day, body in (("m1", "bob", 2, f"Fwd: {text}"), ("m2", "ann", 1, text), ("m3", "ann", 3, "hill now")):
+        records += [{"type": "message", "id": mid, "source": source, "sent_at": f"2024-03-0{day}T10:00:00Z", "text": body},
+                    {"type": "reading", "message": mid, "question": "q", "reader": "r",
+                     "probs": {"river": 0.9, "hill": 0.1}, "unclear": 0.0, "unrelated": 0.0, "one_off": 0.0}]
+    with doxa.open(path) as memory:
+        memory.ingest(records)
+        memory.refresh_states()
+        assert memory.store.kept_states(memory.store.question_table(), 0)["found"].all()
+        con = memory.store.con
+        con.execute("ALTER TABLE readings DROP COLUMN is_copy")
+        con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    with Store.open(path) as store:
+        assert store.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
+        flags = dict(store.con.execute("SELECT message, is_copy FROM readings").fetchall())
+        assert flags == {"m1": True, "m2": False, "m3": False}  # bob forwarded what ann had said the day before
+        assert not store.kept_states(store.question_table(), 0)["found"].any()

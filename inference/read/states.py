@@ -4,7 +4,8 @@ The scorer's belief in question ``q`` at time ``T`` is the forward filter run ov
 events, then decayed to ``T`` (scorer.py). Everything before the decay depends only on
 the evidence and the parameters, not on ``T``; so the state after each question's last
 event is kept in ``belief_states`` with the parameter version and the evidence epoch it
-was computed under, and a read at ``T ≥ last event`` is
+was computed under, and a read at ``T ≥ last event`` (and after the store's newest message:
+the states count each source's whole history, see model/independence.py) is
 
     b = ρ s + (1 - ρ) π,   ρ = exp(-λ (T - t_last))        (scorer.decay_states)
     b_j ← 0 for options rejected by T; renormalise; the calibration map
@@ -115,6 +116,9 @@ def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | N
         questions = store.question_table(question_ids, subjects=subjects)
         kept = store.kept_states(questions, version_key(params))
         usable = kept["found"] & ~(kept["last_t"] > t_query)  # NaN (no events) is usable at any time
+        if t_query < store.latest_evidence_day():
+            # states count each source's whole history, which may be longer than it was by then
+            usable &= np.isnan(kept["last_t"])
         missing = np.flatnonzero(~usable)
         fresh = None
         if len(missing):
