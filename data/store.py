@@ -110,6 +110,18 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
 }
 
 
+def _doubles_in_place(blobs) -> tuple[np.ndarray, np.ndarray]:
+    """(every float64 of an Arrow binary column, read from its data buffer; where each blob starts in it)."""
+    array = blobs.combine_chunks()
+    if len(array) == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    _, offsets, data = array.buffers()
+    offset_type = np.int64 if str(array.type) == "large_binary" else np.int32
+    bounds = np.frombuffer(offsets, dtype=offset_type)[array.offset:array.offset + len(array) + 1]
+    flat = np.frombuffer(data, dtype=np.uint8)[bounds[0]:bounds[-1]].view(np.float64)
+    return flat, (bounds[:-1] - bounds[0]) // 8
+
+
 def _reads(method):
     """Run a Store method inside a read session (a no-op when one is already open)."""
 
@@ -461,11 +473,16 @@ class Store:
     _OPTIONS_KEY = OPTIONS_KEY_SQL
 
     def _all_questions(self, include_inactive: bool):
+        import pyarrow.compute as pc  # lazy: the bulk path only (`doxa belief` never loads pyarrow)
+
         where = "" if include_inactive else "WHERE status = 'active'"
-        cols = self.execute(
-            f"SELECT id, hash(id) AS h, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where} "
-            "ORDER BY id"
-        ).fetchnumpy()
+        # sorted and converted by Arrow: a third of what DuckDB's ORDER BY and fetchnumpy cost here
+        # (55 against 95 ms for 100,000); both order strings by their UTF-8 bytes, as the evidence does
+        table = self.execute(
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where}"
+        ).to_arrow_table()
+        table = table.take(pc.sort_indices(table["id"]))
+        cols = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
         # questions of one kind mostly share their options: fetch each distinct list once
         # (100,000 per-question lists cost ~0.3 s to bring into Python)
         group_hash, group_of = np.unique(np.asarray(cols["g"], dtype=np.uint64), return_inverse=True)
@@ -659,19 +676,26 @@ class Store:
         few = 0 < n_q <= 2000
         scope = "AND b.question IN (SELECT unnest(?))" if few else ""
         sql = self._VALID_STATES.format(version=int(version), scope=scope)
-        cols = self.execute(sql, [questions.ids.tolist()] if few else None).fetchnumpy() if n_q else None
         found = np.zeros(n_q, dtype=bool)
         out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
                "n_evidence": np.zeros(n_q, dtype=np.int64), "n_settled": np.zeros(n_q, dtype=np.int64)}
-        if cols is None or not len(cols["h"]):
+        if not n_q:
+            return out
+        if few:  # no pyarrow on `doxa belief`'s path
+            cols = self.execute(sql, [questions.ids.tolist()]).fetchnumpy()
+            flat = np.frombuffer(b"".join(np.asarray(cols["state"], dtype=object).tolist()), dtype=np.float64)
+            first = np.r_[0, np.cumsum(np.asarray(cols["width"], dtype=np.int64))[:-1]]
+        else:  # every blob's bytes in one Arrow buffer, read in place: no Python object per state
+            table = self.execute(sql).to_arrow_table()
+            cols = {name: table[name].to_numpy() for name in table.column_names if name != "state"}
+            flat, first = _doubles_in_place(table["state"])
+        if not len(cols["h"]):
             return out
         row = _index_of(np.asarray(cols["h"], dtype=np.uint64), questions.id_hash)
         have = np.flatnonzero(row >= 0)
         rows = row[have]
-        blobs = np.asarray(cols["state"], dtype=object)[rows].tolist()
-        widths = np.asarray(cols["width"], dtype=np.int64)[rows]  # from SQL: len() per blob costs ~50 ms
-        flat = np.frombuffer(b"".join(blobs), dtype=np.float64)
-        starts = np.r_[0, np.cumsum(widths)[:-1]].astype(np.int64)
+        widths = np.asarray(cols["width"], dtype=np.int64)[rows]
+        starts = first[rows].astype(np.int64)
         right = widths == questions.n_options[have]  # a state of another shape is not this question's
         have, rows, starts = have[right], rows[right], starts[right]
         k = questions.n_options[have]

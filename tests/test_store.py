@@ -86,3 +86,16 @@ def test_a_version_5_store_learns_which_readings_are_copies_and_drops_its_kept_s
         flags = dict(store.con.execute("SELECT message, is_copy FROM readings").fetchall())
         assert flags == {"m1": True, "m2": False, "m3": False}  # bob forwarded what ann had said the day before
         assert not store.kept_states(store.question_table(), 0)["found"].any()
+
+
+def test_the_question_table_orders_ids_as_duckdb_does():
+    """The bulk question table is sorted outside DuckDB; the evidence numbers questions by
+    DuckDB's ORDER BY id. Both must agree, for any id a user may write."""
+    ids = ["b", "B", "a.b", "a-b", "a_b", "ä", "z10", "z9", "日本", "A", "a b", "Ω", "ab", "a"]
+    store = Store.memory()
+    store.ingest_records([{"type": "question", "id": q, "kind": "k", "text": f"{q}?", "shape": "yes_no",
+                           "options": ["yes", "no"]} for q in ids])
+    table = store.question_table()
+    by_duckdb = [r[0] for r in store.execute("SELECT id FROM questions ORDER BY id").fetchall()]
+    assert table.ids.tolist() == by_duckdb == sorted(ids, key=lambda q: q.encode("utf-8"))
+    assert table.texts.tolist() == [f"{q}?" for q in by_duckdb]
