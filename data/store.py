@@ -657,12 +657,15 @@ class Store:
             """SELECT e.question FROM evidence_epochs e JOIN questions q ON q.id = e.question
                WHERE e.epoch > ? AND q.status = 'active' ORDER BY e.question""", [int(epoch)]).fetchall()]
 
+    # ``{scope}`` filters both tables before the join: filtered after it, a join over every
+    # question's epoch costs ~20 ms of a one-question read (2 ms this way)
     _VALID_STATES = """
         SELECT hash(b.question) AS h, b.state, octet_length(b.state) // 8 AS width,
                coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled
-        FROM belief_states b LEFT JOIN evidence_epochs e ON e.question = b.question
+        FROM (SELECT * FROM belief_states {scope}) b
+        LEFT JOIN (SELECT * FROM evidence_epochs {scope}) e ON e.question = b.question
         WHERE b.params_version = {version} AND b.epoch >= coalesce(e.epoch, 0)
-          AND b.epoch >= (SELECT value::BIGINT FROM meta WHERE key = 'structure_epoch') {scope}"""
+          AND b.epoch >= (SELECT value::BIGINT FROM meta WHERE key = 'structure_epoch')"""
 
     @_reads
     def kept_states(self, questions: QuestionTable, version: int) -> dict[str, np.ndarray]:
@@ -674,7 +677,7 @@ class Store:
 
         n_q, k_max = len(questions.ids), questions.k_max
         few = 0 < n_q <= 2000
-        scope = "AND b.question IN (SELECT unnest(?))" if few else ""
+        scope = "WHERE question IN (SELECT unnest(?))" if few else ""
         sql = self._VALID_STATES.format(version=int(version), scope=scope)
         found = np.zeros(n_q, dtype=bool)
         out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
@@ -682,7 +685,7 @@ class Store:
         if not n_q:
             return out
         if few:  # no pyarrow on `doxa belief`'s path
-            cols = self.execute(sql, [questions.ids.tolist()]).fetchnumpy()
+            cols = self.execute(sql, [questions.ids.tolist()] * 2).fetchnumpy()
             flat = np.frombuffer(b"".join(np.asarray(cols["state"], dtype=object).tolist()), dtype=np.float64)
             first = np.r_[0, np.cumsum(np.asarray(cols["width"], dtype=np.int64))[:-1]]
         else:  # every blob's bytes in one Arrow buffer, read in place: no Python object per state
@@ -710,12 +713,15 @@ class Store:
 
     @_reads
     def latest_evidence_day(self) -> float:
-        """When the newest counted message was sent (days, as :func:`to_days`); -inf for none.
+        """When the newest message with a reading was sent (days, as :func:`to_days`); -inf for none.
 
         Kept states count every source's whole history; a read before this moment may find a
         source with less history then (docs/design.md, "Agreement is not independence").
+        Assistant notes are not left out: DuckDB answers the plain maximum from its column
+        statistics (under 1 ms, against 5–9 ms with a filter), and a later note only sends a
+        read to the exact path of filtering from the evidence.
         """
-        (latest,) = self.con.execute("SELECT max(sent_at) FROM readings WHERE counts").fetchone()
+        (latest,) = self.con.execute("SELECT max(sent_at) FROM readings").fetchone()
         return to_days(latest) if latest is not None else -np.inf
 
     @_reads
