@@ -102,6 +102,11 @@ def _print_train(summary: dict, result) -> None:
             con.print(f"  {m['what']:<20} {m['name']:<48} {m['before']:.3g} → {m['after']:.3g}")
     if summary["posterior"]:
         con.print(f"posterior draws: {summary['posterior']}")
+    kept = summary.get("kept_states")
+    if kept:
+        con.print(f"kept filter states: {kept['written']:,} written"
+                  + (f", {kept['refreshed']:,} recomputed for evidence ingested during the fit" if kept["refreshed"]
+                     else ""))
 
 
 def calibration(

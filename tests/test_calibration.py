@@ -186,6 +186,7 @@ def test_commands_train_and_calibration(tmp_path):
     assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)
     assert summary["version"] == 1 and summary["n_settlements"] == 21
+    assert summary["kept_states"] == {"written": 30, "refreshed": 0}  # nothing came in during the fit
     png = str(tmp_path / "rel.png")
     out = runner.invoke(app, ["calibration", "--db", db, "--json", "--plot", png])
     assert out.exit_code == 0, out.output

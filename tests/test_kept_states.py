@@ -172,9 +172,11 @@ def test_a_publish_refreshes_the_states_of_questions_ingested_while_it_fitted(tm
         # maya-chat's fourth message gives it a history: every question it was read for counts anew
         assert memory.store.questions_changed_since(epoch) == ["maya.diet", "maya.flower", "sam.diet"]
     document = P.default_params()
+    report = {}
     publish_with_posterior(memory.store, document, None, None, kept_states=states.compute(seen, document),
-                           epoch=epoch)
+                           epoch=epoch, kept_report=report)
     questions = memory.store.question_table()
+    assert report == {"written": len(questions.ids), "refreshed": 3}
     assert memory.store.kept_states(questions, 1)["found"].all()
     assert_exact(memory, END)
     # and nothing came after the publish

@@ -52,6 +52,9 @@ class TrainResult:
     posterior_path: str | None
     seconds: float
     fit: BeliefFit = field(repr=False)
+    #: kept filter states the publish wrote (``written``) and recomputed for evidence ingested
+    #: during the fit (``refreshed``); None when nothing was kept (a dry run, a fit cut at --at)
+    kept_states: dict[str, int] | None = None
 
     def summary(self) -> dict[str, Any]:
         diag = self.document.get("diagnostics", {})
@@ -69,6 +72,7 @@ class TrainResult:
             "calibration": {k: self.calibration.report()[k] for k in ("method", "before", "after")},
             "moved": self.moved,
             "posterior": self.posterior_path,
+            "kept_states": self.kept_states,
         }
 
 
@@ -287,14 +291,17 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     # evidence changed since then is refreshed in the publishing write. A fit cut at
     # --at has not seen the latest evidence: it keeps none.
     kept = states.compute(evidence, document) if at is None else None
+    kept_report: dict[str, int] = {}
     version, posterior_path = publish_with_posterior(store, document, staged, folder, kept_states=kept,
-                                                     epoch=epoch)
+                                                     epoch=epoch, kept_report=kept_report)
     return TrainResult(version=version, document=document, calibration=calibration, moved=moved,
-                       posterior_path=posterior_path, seconds=time.perf_counter() - started, fit=fit)
+                       posterior_path=posterior_path, seconds=time.perf_counter() - started, fit=fit,
+                       kept_states=kept_report or None)
 
 
 def publish_with_posterior(store, document: dict[str, Any], staged: Path | None, folder: Path | None, *,
-                           kept_states: "states.States | None" = None, epoch: int = 0) -> tuple[int, str | None]:
+                           kept_states: "states.States | None" = None, epoch: int = 0,
+                           kept_report: dict[str, int] | None = None) -> tuple[int, str | None]:
     """Publish ``document`` as the next version with its posterior file ``v<N>.nc``, or nothing.
 
     The staged file takes its final name inside the publishing transaction, before the
@@ -302,13 +309,18 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
     leaves a ``v<N>.nc`` no version owns, or a staged file; both are removed here by the
     next run (staged files only once the process that wrote them is gone), while it holds
     the store read-write, so no other publisher is between its rename and its commit.
+    ``kept_report``, when given, receives how many kept states were written from the fit's
+    snapshot (``written``) and how many of them recomputed for evidence that came in during
+    the fit (``refreshed``).
     """
     final: list[Path] = []
 
     def put_in_place(version: int, con) -> None:
         if kept_states is not None:
             states.write(store, kept_states, {"version": version}, epoch, replace_all=True)
-            states.refresh_changed_since(store, dict(document, version=version), epoch)
+            refreshed = states.refresh_changed_since(store, dict(document, version=version), epoch)
+            if kept_report is not None:
+                kept_report.update(written=len(kept_states.questions.ids), refreshed=refreshed)
         if folder is None:
             return
         published = {int(v) for (v,) in con.execute("SELECT version FROM params").fetchall()}
