@@ -61,6 +61,14 @@ OPTIONS_EXAMPLES = (
 )
 
 
+def letters_and_one_off(reader: R.OpenAIChatReader, messages: list[dict[str, str]],
+                        letters: Sequence[str]) -> tuple[dict[str, float], float]:
+    """One call: the probability of each answer letter, and of "one single occasion" from the digit after it."""
+    tokens = reader._ask(messages, R.REPLY_TOKENS if reader.ask_one_off else 1)
+    digits = R._digit_probabilities(tokens[1:]) if reader.ask_one_off else None
+    return reader._letters(tokens[0], letters), min(1.0, max(0.0, digits or 0.0))
+
+
 class GateReader(R.OpenAIChatReader):
     """Prompt 2's reader with the gate question asked first (two calls per reading)."""
 
@@ -73,14 +81,7 @@ class GateReader(R.OpenAIChatReader):
         gate = self._letters(self._ask(_conversation(GATE_SYSTEM, GATE_EXAMPLES,
                                                      gate_text(message_text, question_text, who)), 1)[0], "ABC")
         letters = LETTERS[: len(options)]
-        tokens = self._ask(_conversation(OPTIONS_SYSTEM, OPTIONS_EXAMPLES,
-                                         options_text(message_text, question_text, options, who)),
-                           R.REPLY_TOKENS if self.ask_one_off else 1)
-        q = self._letters(tokens[0], letters)
-        one_off = 0.0
-        if self.ask_one_off:
-            digits = R._digit_probabilities(tokens[1:])
-            one_off = digits if digits is not None else 0.0
+        q, one_off = letters_and_one_off(self, _conversation(OPTIONS_SYSTEM, OPTIONS_EXAMPLES, options_text(
+            message_text, question_text, options, who)), letters)
         return Reading(probs={o: gate["A"] * q[letters[i]] for i, o in enumerate(options)}, unclear=gate["B"],
-                       unrelated=gate["C"], one_off=min(1.0, max(0.0, one_off)), reader=self.name,
-                       reader_version=self.version)
+                       unrelated=gate["C"], one_off=one_off, reader=self.name, reader_version=self.version)

@@ -1,6 +1,6 @@
 """Measure doxa's current reader prompt against the proposed one on hand-written cases.
 
-    python prompt_study.py --url http://127.0.0.1:8765/v1 [--prompts current,proposed,gate]
+    python prompt_study.py --url http://127.0.0.1:8765/v1 [--prompts current,proposed,gate,first]
                            [--kinds other_person,unrelated] [--out results.json]
 
 For each case (reader_cases.json: message, subject, question, options, correct answer —
@@ -26,10 +26,11 @@ sys.path.insert(0, str(HERE))
 from doxa.inference.agent.readers import OpenAIChatReader  # noqa: E402
 from reader_prompt import ProposedReader  # noqa: E402
 from gate_prompt import GateReader  # noqa: E402
+from first_prompt import FirstReader  # noqa: E402
 
 
 def make_reader(kind: str, url: str):
-    cls = {"current": OpenAIChatReader, "proposed": ProposedReader, "gate": GateReader}[kind]
+    cls = {"current": OpenAIChatReader, "proposed": ProposedReader, "gate": GateReader, "first": FirstReader}[kind]
     return cls(url=url, model="reader", timeout_s=120, retries=1)
 
 
