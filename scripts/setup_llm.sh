@@ -54,8 +54,13 @@ else
     command -v c++ >/dev/null || die "no C++ compiler (c++) on PATH: install build-essential (g++) and rerun"
     say "wheel: building llama-cpp-python $LLAMA_VERSION from source (about 12 CPU-minutes; log: $LOGS/build.log)"
     start=$(date +%s)
-    if ! CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
-        nice -n 19 "$VPY" -m pip wheel --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" >"$LOGS/build.log" 2>&1; then
+    # Not -DGGML_NATIVE=ON: on a CPU with AMX, -march=native builds ggml's AMX kernels, and
+    # a sandbox that does not grant AMX tiles to the process kills the server with a general
+    # protection fault on its first completion (seen 2026-12-04). AVX2 + FMA runs everywhere
+    # doxa has run; DOXA_LLM_CMAKE_ARGS overrides it.
+    if ! CMAKE_ARGS="${DOXA_LLM_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF}" \
+        CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+        nice -n 19 "$VPY" -m pip wheel --no-deps --no-cache-dir -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" >"$LOGS/build.log" 2>&1; then
         tail -n 25 "$LOGS/build.log" >&2
         die "building the llama-cpp-python wheel failed (full log: $LOGS/build.log)"
     fi
