@@ -214,3 +214,30 @@ def test_the_organizer_comes_from_the_environment_defaulting_to_the_readers_serv
     assert o.url == server.url and o.model == "big" and o.api_key == "k1"
     o.organize(request(), INSTRUCTIONS)
     assert server.requests[-1]["headers"]["Authorization"] == "Bearer k1"
+
+
+def test_a_known_subject_is_found_under_the_models_spelling_of_its_id_or_name():
+    """Stores name people "ava-lopez" or "Maya"; a model writes "ava_lopez", "Ava Lopez", "MAYA".
+    Each is the known subject, under its stored id: no second Ava, no question lost."""
+    req = OrganizerRequest(text="Ava's sister Maya now lives in Porto.", source="ava-chat",
+                           source_path="person/self/chat/ava-chat", sent_at=datetime(2026, 5, 1), known_subject_ids=frozenset({"ava-lopez", "Maya", "ann", "ann-lee"}),
+                           subjects=[{"id": "ava-lopez", "name": "Ava Lopez", "aliases": []},
+                                     {"id": "Maya", "name": "Maya Ruiz", "aliases": ["my sister"]},
+                                     {"id": "ann", "name": "Ann", "aliases": ["Ann Lee"]},
+                                     {"id": "ann-lee", "name": "Ann Lee", "aliases": []}])
+    output = OrganizerOutput.model_validate({
+        "new_questions": [{"subject": "maya_ruiz", "kind": "home_city", "text": "Where does Maya live?",
+                           "shape": "choice", "options": ["Porto", "Lisbon"]},
+                          {"subject": "ann_lee", "kind": "job", "text": "Which Ann?", "shape": "yes_no",
+                           "options": ["yes", "no"]}],
+        "new_subjects": [{"id": "ava_lopez", "name": "Ava Lopez", "aliases": []},
+                         {"id": "maya_ruiz", "name": "Maya Ruiz", "aliases": []},
+                         {"id": "leo", "name": "Leo", "aliases": []}],
+        "new_relations": [{"from": "Ava Lopez", "to": "MAYA", "kind": "sibling"}]})
+    clean, problems = check_output(output, req)
+    assert [s.id for s in clean.new_subjects] == ["leo"]  # Ava and Maya are known already
+    assert clean.new_questions[0].subject == "Maya"
+    assert [(r.from_, r.to) for r in clean.new_relations] == [("ava-lopez", "Maya")]
+    # "ann_lee" could be Ann (alias "Ann Lee", shown) or ann-lee: no guess, the model is asked
+    assert problems == ["new_questions ('Which Ann?'): subject 'ann_lee' is neither a known subject id "
+                        "nor in new_subjects"]

@@ -150,29 +150,62 @@ def slug(text: str) -> str:
     return "_".join(re.findall(r"[^\W_]+", text.lower()))
 
 
+def known_subject_resolver(request: OrganizerRequest):
+    """``resolve(reference)`` → the id of the known subject a model's reference means, or None.
+
+    A model rewrites ids in its own style ("ava_lopez" for the store's "ava-lopez", "Maya")
+    or names a person instead ("Ava Lopez"): a reference counts as a known subject when it is
+    its id, or equal to its id, name or an alias once both are slugged — and only where that
+    points to one subject, so two people with one name are never merged by a guess.
+    """
+    by_slug: dict[str, set[str]] = {}
+    for sid in request.known_subject_ids:
+        by_slug.setdefault(slug(sid), set()).add(sid)
+    for s in request.subjects:
+        for label in [s.get("name") or "", *(s.get("aliases") or [])]:
+            if slug(label):
+                by_slug.setdefault(slug(label), set()).add(s["id"])
+
+    def resolve(reference: str) -> str | None:
+        if reference in request.known_subject_ids:
+            return reference
+        found = by_slug.get(slug(reference), set())
+        return next(iter(found)) if len(found) == 1 else None
+
+    return resolve
+
+
 def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[OrganizerOutput, list[str]]:
-    """The output normalised (ids and kinds slugged, links deduplicated, yes/no options in order),
-    and what is wrong with it that a model should fix (unknown ids, bad options)."""
+    """The output normalised (known subjects under their stored ids, new ids and kinds slugged, links
+    deduplicated, yes/no options in order), and what is wrong with it that a model should fix
+    (unknown ids, bad options)."""
     problems: list[str] = []
     shown = {q["id"] for q in request.questions}
     links = list(dict.fromkeys(link.strip() for link in output.links))
     for link in links:
         if link not in shown:
             problems.append(f"links: {link!r} is not one of the existing question ids listed; link only those")
+    known = known_subject_resolver(request)
     new_subjects, seen_subjects = [], set()
     for s in output.new_subjects:
+        if known(s.id) or (known(s.name) and not slug(s.id)):
+            continue  # already known: nothing to add
         sid = slug(s.id) or slug(s.name)
         if not sid:
             problems.append(f"new_subjects: {s.id!r} has no letters: give an id such as \"uncle_tom\"")
             continue
-        if sid in request.known_subject_ids or sid in seen_subjects:
-            continue  # already known: nothing to add
+        if sid in seen_subjects:
+            continue
         seen_subjects.add(sid)
         new_subjects.append(NewSubject(id=sid, name=s.name.strip(), aliases=[a.strip() for a in s.aliases if a.strip()]))
+
+    def subject_id(reference: str) -> str:
+        return known(reference) or slug(reference)
+
     subjects = set(request.known_subject_ids) | seen_subjects
     questions = []
     for q in output.new_questions:
-        subject = slug(q.subject)
+        subject = subject_id(q.subject)
         options = list(dict.fromkeys(o.strip() for o in q.options if o.strip()))
         where = f"new_questions ({q.text!r})"
         if subject not in subjects:
@@ -190,7 +223,7 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
                                      options=options))
     relations = []
     for r in output.new_relations:
-        ends = (slug(r.from_), slug(r.to))
+        ends = (subject_id(r.from_), subject_id(r.to))
         for end, given in zip(ends, (r.from_, r.to)):
             if end not in subjects:
                 problems.append(f"new_relations: {given!r} is neither a known subject id nor in new_subjects")
