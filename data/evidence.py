@@ -28,6 +28,8 @@ FRESH_READINGS = 3
 #: Which of the messages sharing a fingerprint is the original (the rest are copies): the
 #: earliest, ties broken as the evidence breaks them (the message id's hash), then by the id.
 FIRST_COPY_KEY_SQL = "{'t': sent_at, 'h': hash(message) & ~65535::UBIGINT, 'id': message}"
+
+
 def mark_copies_sql(fps: str) -> str:
     """SQL setting ``readings.is_copy`` on every reading whose ``fp`` the query ``fps`` returns: true
     where an earlier message with a counted reading has the same fingerprint, false elsewhere
@@ -50,6 +52,7 @@ WHERE counts AND NOT is_copy AND sent_at <= ? AND source IN ({sources})
   AND question NOT IN (SELECT id FROM questions WHERE status <> 'active')
 GROUP BY source
 """
+
 #: Joins a question's kind and options into its ``options_key`` (the ASCII unit separator,
 #: a control character no name may hold, so two different lists never join alike).
 OPTIONS_KEY_SEPARATOR = "\x1f"

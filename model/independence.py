@@ -4,10 +4,11 @@ The story of :mod:`doxa.model.belief_model` treats readings as conditionally ind
 given the answer. Two patterns break that, and a careful analyst discounts both:
 
 - a *campaign*: sources with no history (at most :data:`FRESH_READINGS` messages with a
-  counted reading in the store, a copy of an earlier message not counted) stating the same answer to one question within :data:`BURST_DAYS` of one
-  another. Fresh accounts that arrive together and agree are, far more often than
-  chance, one author (the copying sources of Dong, Berti-Équille & Srivastava, VLDB 2009,
-  "Integrating conflicting data: the role of source dependence");
+  counted reading in the store, a copy of an earlier message not counted) stating the same
+  answer to one question within :data:`BURST_DAYS` of one another. Fresh accounts that
+  arrive together and agree are, far more often than chance, one author (the copying
+  sources of Dong, Berti-Équille & Srivastava, VLDB 2009, "Integrating conflicting data:
+  the role of source dependence");
 - *repetition*: one source stating the same answer to one question again within
   :data:`BURST_DAYS` (a counter added to the text defeats the store's copy detection,
   not this).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from doxa.data.evidence import FRESH_READINGS, Evidence
+
 #: Same-answer readings this close in time (days, chained) form one group.
 BURST_DAYS = 2.0
 

@@ -116,7 +116,8 @@ def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | N
         questions = store.question_table(question_ids, subjects=subjects)
         kept = store.kept_states(questions, version_key(params))
         usable = kept["found"] & ~(kept["last_t"] > t_query)  # NaN (no events) is usable at any time
-        if t_query < store.latest_evidence_day():
+        newest = store.newest_evidence_time()
+        if newest is not None and t_query < to_days(newest):
             # states count each source's whole history, which may be longer than it was by then
             usable &= np.isnan(kept["last_t"])
         missing = np.flatnonzero(~usable)
