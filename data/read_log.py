@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,7 +50,7 @@ def _fsync_dir(folder: Path) -> None:
 def _publish(folder: Path, suffix: str, write) -> Path:
     """Write a side file under a temporary name, make it durable, and give it its final name."""
     folder.mkdir(exist_ok=True)
-    stem = f"{os.getpid()}-{time.time_ns()}-{secrets.token_hex(4)}"
+    stem = f"{os.getpid()}-{time.time_ns()}-{os.urandom(4).hex()}"
     temporary = folder / f".tmp-{stem}{suffix}"
     write(temporary)
     fd = os.open(temporary, os.O_RDONLY)

@@ -498,12 +498,14 @@ class Store:
 
     def _some_questions(self, ids: list[str], subjects: list[str], include_inactive: bool):
         """A few questions: one query, each with its own options list."""
-        chosen = (["id IN (SELECT unnest(?))"] if ids else []) + (["subject IN (SELECT unnest(?))"] if subjects
-                                                                   else [])
+        # one id is compared with `=`, which DuckDB answers from the primary-key index (half the cold cost)
+        one = len(ids) == 1 and not subjects
+        chosen = ((["id = ?"] if one else ["id IN (SELECT unnest(?))"]) if ids else []) + (
+            ["subject IN (SELECT unnest(?))"] if subjects else [])
         cols = self.execute(
             f"SELECT id, hash(id) AS h, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
             f"FROM questions WHERE {' OR '.join(chosen) or 'false'} ORDER BY id",
-            [x for x in (ids, subjects) if x]).fetchnumpy()
+            [ids[0]] if one else [x for x in (ids, subjects) if x]).fetchnumpy()
         if not include_inactive:  # in numpy: the status test costs more in SQL than the rest of the query
             active = np.flatnonzero(np.asarray(cols["status"], dtype=object) == "active")
             cols = {name: np.asarray(values, dtype=object)[active] for name, values in cols.items()}
@@ -677,7 +679,7 @@ class Store:
 
         n_q, k_max = len(questions.ids), questions.k_max
         few = 0 < n_q <= 2000
-        scope = "WHERE question IN (SELECT unnest(?))" if few else ""
+        scope = ("WHERE question = ?" if n_q == 1 else "WHERE question IN (SELECT unnest(?))") if few else ""
         sql = self._VALID_STATES.format(version=int(version), scope=scope)
         found = np.zeros(n_q, dtype=bool)
         out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
@@ -685,7 +687,7 @@ class Store:
         if not n_q:
             return out
         if few:  # no pyarrow on `doxa belief`'s path
-            cols = self.execute(sql, [questions.ids.tolist()] * 2).fetchnumpy()
+            cols = self.execute(sql, [questions.ids[0] if n_q == 1 else questions.ids.tolist()] * 2).fetchnumpy()
             flat = np.frombuffer(b"".join(np.asarray(cols["state"], dtype=object).tolist()), dtype=np.float64)
             first = np.r_[0, np.cumsum(np.asarray(cols["width"], dtype=np.int64))[:-1]]
         else:  # every blob's bytes in one Arrow buffer, read in place: no Python object per state
@@ -717,13 +719,15 @@ class Store:
         from .evidence_sql import _index_of
 
         few = len(questions.ids) <= 2000
-        scope = "AND r.question IN (SELECT unnest(?))" if few else ""
+        one = len(questions.ids) == 1
+        scope = ("AND r.question = ?" if one else "AND r.question IN (SELECT unnest(?))") if few else ""
         cols = self.execute(
             f"""SELECT hash(r.question) AS h, epoch(r.rejected_at) / 86400.0 AS t,
                        list_position(q.options, r.answer) - 1 AS a
                 FROM rejections r JOIN questions q ON q.id = r.question
                 WHERE r.rejected_at <= ? {scope}""",
-            [at or FAR_FUTURE] + ([questions.ids.tolist() or [""]] if few else [])).fetchnumpy()
+            [at or FAR_FUTURE] + ([questions.ids[0] if one else questions.ids.tolist() or [""]] if few else [])
+        ).fetchnumpy()
         qi = _index_of(questions.id_hash, np.asarray(cols["h"], dtype=np.uint64))
         keep = qi >= 0
         return {"q": qi[keep].astype(np.int64), "t": np.asarray(cols["t"], dtype=np.float64)[keep],
