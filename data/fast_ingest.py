@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import shutil
 import sys
 import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -40,10 +43,12 @@ from . import models
 from .connection import CONNECT_CONFIG
 from .ingest import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
 from .sql import sql_literal
-from .writer import insert_terms, mark_evidence_changed, settle_copies
+from .writer import mark_evidence_changed, settle_copies, terms_sql
 
 #: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
 BLOCK_LINES = 100_000
+#: Blocks proved at once, each by its own thread and DuckDB connection (at most one per core).
+STAGE_WORKERS = 2
 #: Below this many lines the per-line path is about as fast and needs no staging file.
 FAST_MIN_LINES = 5_000
 #: Sums this close to the edge of the tolerance are left to the per-line check (``math.fsum``
@@ -86,6 +91,8 @@ NAME_REFUSED = f"^$|{_CONTROLS}|^{_SPACES}|{_SPACES}$"
 #: The ISO 8601 forms proved here; :func:`doxa.data.times.parse_time` reads many more (those go the per-line way).
 TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
              r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$")
+#: A line that is only these white-space characters holds no record (as the per-line path reads it).
+BLANK_LINE = r"^[ \t\n\r\x0b\x0c]*$"
 #: A comma before a closing bracket: DuckDB's parser accepts it, the per-line one does not.
 TRAILING_COMMA = r",[ \t\r\n]*[}\]]"
 #: Texts whose fingerprint SQL computes exactly as :func:`doxa.data.ingest.normalise_text` does: in
@@ -123,9 +130,10 @@ class Field:
         return self.column or self.key
 
 
-def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
+def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[str, str]:
     """(value SQL, proof SQL) of field ``f``: ``v`` its JSON value (NULL when absent), ``t`` its JSON
-    type, ``s`` its string."""
+    type, ``s`` its string; ``c``, where the proof may use it, the value already computed (a column:
+    a time's value costs a third of its proof, and DuckDB would compute it again)."""
     absent = f"{v} IS NULL"
     null = f"({absent} OR {t} = 'NULL')"
     kind = f.kind
@@ -155,20 +163,21 @@ def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
                   f"ELSE 0 END")
         local = f"TRY_CAST(regexp_replace({s}, '(Z|[+-][0-9][0-9]:[0-9][0-9])$', '') AS TIMESTAMP)"
         value = f"CASE WHEN regexp_matches({s}, {sql_literal(TIME_FORM)}) THEN {local} - to_minutes({offset}) END"
-        proof = f"({t} = 'VARCHAR' AND {value} IS NOT NULL AND year({value}) BETWEEN 1001 AND 9998)"
         if kind == "time_opt":
-            return f"CASE WHEN {t} = 'VARCHAR' THEN {value} END", f"({null} OR {proof})"
-        return value, proof
+            value = f"CASE WHEN {t} = 'VARCHAR' THEN {value} END"  # equal to the time wherever it is a string
+        c = c or value
+        proof = f"({t} = 'VARCHAR' AND {c} IS NOT NULL AND year({c}) BETWEEN 1001 AND 9998)"
+        return value, (f"({null} OR {proof})" if kind == "time_opt" else proof)
     if kind == "mass":  # a reading's unclear, unrelated, one_off: a JSON number, 0 when absent
         value = f"coalesce(CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END, 0.0)"
-        return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {value} BETWEEN 0.0 AND 1.0))"
+        return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {c or value} BETWEEN 0.0 AND 1.0))"
     if kind == "unit_opt":  # trust, p_before: a number in [0, 1] or null
         value = f"CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END"
-        return value, f"({null} OR ({t} IN {_NUMBER_TYPES} AND {value} BETWEEN 0.0 AND 1.0))"
+        return value, f"({null} OR ({t} IN {_NUMBER_TYPES} AND {c or value} BETWEEN 0.0 AND 1.0))"
     if kind in ("int_opt", "int_opt_positive"):
         low = 1 if kind == "int_opt_positive" else -(2**31)
         value = f"CASE WHEN {t} IN {_INT_TYPES} THEN TRY_CAST({v} AS INTEGER) END"
-        return value, f"({null} OR ({t} IN {_INT_TYPES} AND {value} BETWEEN {low} AND {2**31 - 1}))"
+        return value, f"({null} OR ({t} IN {_INT_TYPES} AND {c or value} BETWEEN {low} AND {2**31 - 1}))"
     if kind == "literal":
         allowed = ", ".join(sql_literal(x) for x in f.values)
         if f.default is not None:
@@ -184,13 +193,11 @@ def _field_sql(f: Field, v: str, t: str, s: str) -> tuple[str, str]:
         if kind == "names_default":
             return f"coalesce({value}, []::VARCHAR[])", f"({absent} OR {listed})"
         return value, f"({null} OR {listed})"
-    if kind == "probs":  # kept as JSON: converted to a map only once the whole block is proved
+    if kind == "probs":  # kept as JSON: converted to a map, and its values checked, once the block is proved
         keys, types = f"json_keys({v})", f"json_type({v}, '$.*')"
-        values = f"list_transform(json_extract({v}, '$.*'), lambda x: TRY_CAST(x AS DOUBLE))"
         proof = (f"({t} = 'OBJECT' AND len(list_distinct({keys})) = len({keys}) "
                  # the keys must equal the question's options (a join), which proves them names
-                 f"AND coalesce(list_bool_and(list_transform({types}, lambda x: x IN {_NUMBER_TYPES})), true) "
-                 f"AND coalesce(list_bool_and(list_transform({values}, lambda x: x BETWEEN 0.0 AND 1.0)), true))")
+                 f"AND coalesce(list_bool_and(list_transform({types}, lambda x: x IN {_NUMBER_TYPES})), true))")
         return f"{v}", proof
     if kind == "rests_on":
         keys = f"json_keys({v})"
@@ -246,24 +253,37 @@ def _type_select(type_name: str) -> str:
     allowed = "[" + ", ".join(sql_literal(k) for k in ["type", *(f.key for f in fields)]) + "]"
     paths = "[" + ", ".join(sql_literal(f"$.{f.key}") for f in fields) + "]"
     inner = [f"v[{i}] AS v{i}" for i in range(1, len(fields) + 1)]
-    columns, proofs = [], [f"len(list_distinct(k)) = len(k) AND list_has_all({allowed}, k)"]
+    columns, names, proofs = [], [], [f"len(list_distinct(k)) = len(k) AND list_has_all({allowed}, k)"]
     for i, f in enumerate(fields, start=1):
-        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}")
+        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}", f.name)
         columns.append(f"{value} AS {f.name}")
+        names.append(f.name)
         if f.kind == "rests_on":
             columns.append(f"CASE WHEN t{i} = 'OBJECT' THEN json_extract_string(v{i}, '$.answer') END "
                            "AS rests_on_answer")
+            names.append("rests_on_answer")
         proofs.append(proof)
     middle_cols = ", ".join(f"v{i}, json_type(v{i}) AS t{i}, json_extract_string(v{i}, '$') AS s{i}"
                             for i in range(1, len(fields) + 1))
-    return (f"SELECT line, {', '.join(columns)}, coalesce({' AND '.join(f'({p})' for p in proofs)}, false) AS ok "
+    raw_cols = ", ".join(f"v{i}, t{i}, s{i}" for i in range(1, len(fields) + 1))
+    # innermost: one extraction of every field; then each field's JSON type, string and value; outermost
+    # the proof, which reads the values computed (a field's name) instead of computing them again
+    return (f"SELECT line, {', '.join(names)}, coalesce({' AND '.join(f'({p})' for p in proofs)}, false) AS ok "
+            f"FROM (SELECT line, k, {raw_cols}, {', '.join(columns)} "
             f"FROM (SELECT line, k, {middle_cols} FROM (SELECT line, json_keys(j) AS k, {', '.join(inner)} "
-            f"FROM (SELECT line, j, json_extract(j, {paths}) AS v FROM _parsed WHERE type = {sql_literal(type_name)})))")
+            f"FROM (SELECT line, j, json_extract(j, {paths}) AS v FROM _parsed WHERE type = {sql_literal(type_name)}))))")
 
 
 # ------------------------------------------------------------------------ staging
 class Stage:
-    """The proven rows of one file, in a private DuckDB file (removed by :meth:`close`)."""
+    """The proven rows of one file, in a private DuckDB file (removed by :meth:`close`).
+
+    Blocks are proved by :data:`STAGE_WORKERS` threads at once, each on its own DuckDB
+    connection (its temporary tables are its own; the staged tables are shared, and appends
+    to them from several connections do not conflict). One block is one DuckDB row group,
+    which one query works through on one core: proving two blocks at a time is what puts a
+    second core to work.
+    """
 
     def __init__(self):
         self.folder = tempfile.mkdtemp(prefix="doxa-ingest-")
@@ -271,9 +291,13 @@ class Stage:
         self.con = duckdb.connect(self.path, config=CONNECT_CONFIG)
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET preserve_insertion_order = false")
+        for type_name in SPECS:
+            columns = ", ".join(f"{c} {t}" for c, t in _EMPTY_COLUMNS[type_name])
+            self.con.execute(f"CREATE TABLE st_{type_name} ({columns})")
+        self.con.execute("CREATE TABLE st_message_terms (line BIGINT, term VARCHAR, tf INTEGER)")
         self.lines = 0  # non-blank lines
         self.counts: dict[str, int] = {}
-        self._made: set[str] = set()
+        self._tally = threading.Lock()
 
     def close(self) -> None:
         if self.con is not None:
@@ -281,27 +305,30 @@ class Stage:
             self.con = None
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def add_block(self, first_line: int, raw: pa.Array) -> None:
-        """Parse and prove one block of lines; raises :class:`NotProved` at the first doubt."""
-        con = self.con
+    def add_block(self, first_line: int, raw: pa.Array, con=None) -> None:
+        """Parse and prove one block of lines on ``con`` (a cursor of the stage; its own by default);
+        raises :class:`NotProved` at the first doubt."""
+        con = con if con is not None else self.con
         con.register("_block", pa.table({"line": pa.array(range(first_line, first_line + len(raw)), pa.int64()),
                                          "raw": raw}))
         known = ", ".join(sql_literal(t) for t in SPECS)
         try:
             # one pass over the block, each line parsed once here: `->>` of a key is NULL unless the
             # line is an object, and only a JSON string can give a known type's name
+            # the JSON functions below parse the text itself: a cast to JSON would only copy it; and
+            # a regular expression finds blank lines at a tenth of what trim() costs
             con.execute(f"""CREATE OR REPLACE TEMP TABLE _parsed AS
-                SELECT line, j, j->>'$.type' AS type, plain FROM (
-                    SELECT line, CASE WHEN plain THEN raw::JSON END AS j, plain FROM (
-                        SELECT line, raw, json_valid(raw) AND NOT regexp_matches(raw, {sql_literal(TRAILING_COMMA)})
-                                          AS plain
-                        FROM _block WHERE trim(raw, ' \t\n\r\x0b\x0c') <> ''))""")
+                SELECT line, raw AS j, CASE WHEN plain THEN raw->>'$.type' END AS type, plain FROM (
+                    SELECT line, raw, json_valid(raw) AND NOT regexp_matches(raw, {sql_literal(TRAILING_COMMA)})
+                                      AS plain
+                    FROM _block WHERE NOT regexp_matches(raw, {sql_literal(BLANK_LINE)}))""")
         finally:
             con.unregister("_block")
         row = con.execute("SELECT count(*), min(line) FILTER (NOT plain) FROM _parsed").fetchone()
         if row[1] is not None:
             raise NotProved(f"line {row[1]} is not plain JSON")
-        self.lines += row[0]
+        with self._tally:
+            self.lines += row[0]
         other = con.execute(f"SELECT min(line) FROM _parsed WHERE type IS NULL OR type NOT IN ({known})").fetchone()[0]
         if other is not None:
             raise NotProved(f"line {other} is no core record")
@@ -311,37 +338,33 @@ class Stage:
             bad = con.execute("SELECT min(line) FROM _typed WHERE NOT ok").fetchone()[0]
             if bad is not None:
                 raise NotProved(f"line {bad} ({type_name}) is not proved valid")
-            self._store(type_name)
+            self._store(con, type_name)
         con.execute("DROP TABLE _parsed")
 
-    def _store(self, type_name: str) -> None:
-        con = self.con
+    def _store(self, con, type_name: str) -> None:
         select = "* EXCLUDE (ok)"
         if type_name == "reading":
             mass = "list_sum(map_values(probs)) + unclear + unrelated"
             select = (f"* EXCLUDE (ok, probs_json), json_transform(probs_json, '\"MAP(VARCHAR, DOUBLE)\"') AS probs")
             con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS SELECT {select} FROM _typed")
+            # each probability in [0, 1], checked on the very numbers stored (NULL bounds: no options)
             bad = con.execute(f"SELECT min(line) FROM _typed WHERE NOT abs({mass} - 1.0) <= "
-                              f"{models.SUM_TOLERANCE - SUM_MARGIN!r}").fetchone()[0]
+                              f"{models.SUM_TOLERANCE - SUM_MARGIN!r} OR list_min(map_values(probs)) < 0.0 "
+                              f"OR list_max(map_values(probs)) > 1.0").fetchone()[0]
             if bad is not None:
                 raise NotProved(f"line {bad}: reading masses not proved to sum to 1")
             select = "*"
-        if type_name not in self._made:
-            con.execute(f"CREATE TABLE st_{type_name} AS SELECT {select} FROM _typed")
-            self._made.add(type_name)
-        else:
-            con.execute(f"INSERT INTO st_{type_name} SELECT {select} FROM _typed")
-        self.counts[type_name] = self.counts.get(type_name, 0) + con.execute(
-            "SELECT count(*) FROM _typed").fetchone()[0]
+        con.execute(f"INSERT INTO st_{type_name} BY NAME SELECT {select} FROM _typed")
+        if type_name == "message":  # cut into search terms here, in parallel and without the store's lock
+            con.execute(f"INSERT INTO st_message_terms {terms_sql('SELECT line, text FROM _typed', 'line')}")
+        added = con.execute("SELECT count(*) FROM _typed").fetchone()[0]
+        with self._tally:
+            self.counts[type_name] = self.counts.get(type_name, 0) + added
 
     # -------------------------------------------------------------- checks within the file
     def finish(self) -> None:
         """Checks that need the whole file, and the fingerprints; then the staging file is closed."""
         con = self.con
-        for type_name in SPECS:
-            if type_name not in self._made:
-                cols = ", ".join(f"NULL::{t} AS {c}" for c, t in _EMPTY_COLUMNS[type_name])
-                con.execute(f"CREATE TABLE st_{type_name} AS SELECT {cols} WHERE false")
         self._type_rules()
         for type_name, key in _KEYS.items():
             # a key given twice must be given identically (the per-line path names both lines)
@@ -425,9 +448,31 @@ _KEYS = {"source": "id", "question": "id", "message": "id", "reading": "message,
 
 # ------------------------------------------------------------------------ reading the input
 def stage_lines(lines: Iterable[str], spool=None) -> Stage:
-    """Stage ``lines`` block by block (raises :class:`NotProved`; the stage is closed then)."""
+    """Stage ``lines`` block by block (raises :class:`NotProved`; the stage is closed then).
+
+    This thread reads the next block while :data:`STAGE_WORKERS` threads prove the ones before
+    (DuckDB lets go of Python while it works); at most one block waits per worker, so memory
+    stays bounded. The first doubt of any block ends the staging."""
     stage = Stage()
+    workers = max(1, min(STAGE_WORKERS, os.cpu_count() or 1))
+    cursors: queue.SimpleQueue = queue.SimpleQueue()
+    opened = []
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="doxa-stage")
+
+    def prove(first_line: int, raw: pa.Array) -> None:
+        con = cursors.get()
+        try:
+            stage.add_block(first_line, raw, con)
+        finally:
+            cursors.put(con)
+
     try:
+        for _ in range(workers):
+            cursor = stage.con.cursor()
+            cursor.execute("SET preserve_insertion_order = false")
+            opened.append(cursor)
+            cursors.put(cursor)
+        pending: list[Future] = []
         number = 1
         iterator = iter(lines)
         while True:
@@ -435,14 +480,26 @@ def stage_lines(lines: Iterable[str], spool=None) -> Stage:
             if not block:
                 break
             raw = pa.array(block, pa.string())
+            del block
             if spool is not None:
                 spool(raw)
-            stage.add_block(number, raw)
-            number += len(block)
+            pending.append(pool.submit(prove, number, raw))
+            number += len(raw)
+            while len(pending) > workers or (pending and pending[0].done()):
+                pending.pop(0).result()  # raises the block's NotProved here
+        for future in pending:
+            future.result()
         if stage.lines == 0:
             raise NotProved("no records")
+        pool.shutdown(wait=True)
+        for cursor in opened:
+            cursor.close()
+        opened.clear()
         stage.finish()
     except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for cursor in opened:
+            cursor.close()
         stage.close()
         raise
     return stage
@@ -535,9 +592,11 @@ def _count(con, table: str) -> int:
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
-def _insert(con, table: str, columns: str, select: str) -> int:
+def _insert(con, table: str, columns: str, select: str, *, new_only: bool = False) -> int:
+    """Insert what ``select`` gives; ``new_only``: it gives only keys the table lacks, each once (the
+    store is held, so nothing comes in between), and a plain insert skips the conflict check."""
     before = _count(con, table)
-    con.execute(f"INSERT INTO {table} ({columns}) {select} ON CONFLICT DO NOTHING").fetchall()
+    con.execute(f"INSERT INTO {table} ({columns}) {select}{'' if new_only else ' ON CONFLICT DO NOTHING'}").fetchall()
     return _count(con, table) - before
 
 
@@ -561,9 +620,14 @@ def _write(con) -> tuple[dict[str, int], set[str]]:
                              m.text, p.fingerprint
                       FROM st.st_message m JOIN st.st_message_fp p USING (id)
                       WHERE m.id NOT IN (SELECT id FROM messages)"""
-    # terms first: "new" is "not stored yet", which the insert below changes
-    insert_terms(con, "SELECT DISTINCT ON (id) id, text FROM st.st_message WHERE id NOT IN (SELECT id FROM messages)")
-    counts["messages"] = _insert(con, "messages", "id, source, sent_at, received_at, text, fingerprint", new_messages)
+    # terms first: "new" is "not stored yet", which the insert below changes; a message given twice
+    # (identically: checked in staging) gets the terms of its first line
+    con.execute("""INSERT INTO message_terms
+                   SELECT m.id, t.term, t.tf FROM st.st_message_terms t
+                   JOIN (SELECT id, min(line) AS line FROM st.st_message WHERE id NOT IN (SELECT id FROM messages)
+                         GROUP BY id) m USING (line)""")
+    counts["messages"] = _insert(con, "messages", "id, source, sent_at, received_at, text, fingerprint", new_messages,
+                                 new_only=True)
     con.execute("""CREATE OR REPLACE TEMP TABLE _fi_new_readings AS
                    SELECT f.* FROM _fi_readings f ANTI JOIN readings r USING (message, question, reader)""")
     # written complete (the message's facts copied on, as complete_readings would): an UPDATE of a
@@ -574,7 +638,7 @@ def _write(con) -> tuple[dict[str, int], set[str]]:
                                            r.unrelated, r.one_off, m.sent_at, m.source, hash(m.fingerprint),
                                            NOT s.is_assistant
                                     FROM _fi_new_readings r JOIN messages m ON m.id = r.message
-                                    JOIN sources s ON s.id = m.source""")
+                                    JOIN sources s ON s.id = m.source""", new_only=True)
     counts["settlements"] = _insert(con, "settlements", "question, answer, settled_at, how, settled_by, note, "
                                                         "p_before, params_version",
                                     """SELECT DISTINCT ON (question, settled_at, answer) question, answer, settled_at,

@@ -543,16 +543,18 @@ def settle_copies(con) -> set[str]:
         con.execute("DROP TABLE IF EXISTS temp._their_sources")
 
 
+def terms_sql(messages_sql: str, key: str = "id") -> str:
+    """(``key``, term, tf) of each message ``messages_sql`` selects (columns ``key`` and ``text``),
+    cut by search's tokeniser; BM25 statistics are computed at query time."""
+    return f"""SELECT {key}, term, count(*)::INTEGER AS tf FROM (
+                   SELECT {key}, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
+                   FROM ({messages_sql}))
+               WHERE length(term) > 0 GROUP BY {key}, term"""
+
+
 def insert_terms(con, messages_sql: str) -> None:
-    """Full-text terms of the messages ``messages_sql`` selects (columns ``id``, ``text``), cut by
-    search's tokeniser; BM25 statistics are computed at query time."""
-    con.execute(
-        f"""INSERT INTO message_terms
-            SELECT id, term, count(*)::INTEGER FROM (
-                SELECT id, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
-                FROM ({messages_sql}))
-            WHERE length(term) > 0 GROUP BY id, term"""
-    ).fetchall()
+    """Full-text terms of the messages ``messages_sql`` selects (columns ``id``, ``text``)."""
+    con.execute(f"INSERT INTO message_terms {terms_sql(messages_sql)}").fetchall()
 
 
 def _index_terms(con, ids: list[str], texts: list[str]) -> None:
