@@ -247,13 +247,28 @@ def _check_specs() -> None:
 _check_specs()
 
 
+def json_type_sql(v: str) -> str:
+    """The JSON type of ``v``, a value as ``json_extract`` writes it (minified), read from its first
+    character: a twentieth of what ``json_type``, which parses it again, costs. Numbers are
+    ``'DOUBLE'`` when written with a fraction or exponent, else ``'BIGINT'`` (``json_type`` says
+    DOUBLE for integers past 64 bits too: a cast to INTEGER or a bound on a DOUBLE refuses those
+    either way; tests/test_fast_ingest.py holds the two to the same verdicts)."""
+    return (f"CASE WHEN {v} IS NULL THEN NULL ELSE CASE left({v}, 1) WHEN '\"' THEN 'VARCHAR' WHEN '{{' THEN 'OBJECT' "
+            f"WHEN '[' THEN 'ARRAY' WHEN 'n' THEN 'NULL' WHEN 't' THEN 'BOOLEAN' WHEN 'f' THEN 'BOOLEAN' "
+            f"ELSE CASE WHEN contains({v}, '.') OR contains({v}, 'e') OR contains({v}, 'E') THEN 'DOUBLE' "
+            f"ELSE 'BIGINT' END END END")
+
+
 def _type_select(type_name: str) -> str:
     """SELECT of one record type's stage columns and its proof ``ok``, from ``_parsed`` (line, j, type)."""
     fields = SPECS[type_name]
-    allowed = "[" + ", ".join(sql_literal(k) for k in ["type", *(f.key for f in fields)]) + "]"
     paths = "[" + ", ".join(sql_literal(f"$.{f.key}") for f in fields) + "]"
     inner = [f"v[{i}] AS v{i}" for i in range(1, len(fields) + 1)]
-    columns, names, proofs = [], [], [f"len(list_distinct(k)) = len(k) AND list_has_all({allowed}, k)"]
+    # every key known and none twice: the keys counted equal "type" and the known fields found (each
+    # found field is one key, so more keys means an unknown or a repeated one), at a fifth of the cost
+    # of comparing lists
+    found = " + ".join(f"(v{i} IS NOT NULL)::INTEGER" for i in range(1, len(fields) + 1))
+    columns, names, proofs = [], [], [f"len(k) = 1 + {found}"]
     for i, f in enumerate(fields, start=1):
         value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}", f.name)
         columns.append(f"{value} AS {f.name}")
@@ -263,7 +278,7 @@ def _type_select(type_name: str) -> str:
                            "AS rests_on_answer")
             names.append("rests_on_answer")
         proofs.append(proof)
-    middle_cols = ", ".join(f"v{i}, json_type(v{i}) AS t{i}, json_extract_string(v{i}, '$') AS s{i}"
+    middle_cols = ", ".join(f"v{i}, {json_type_sql(f'v{i}')} AS t{i}, json_extract_string(v{i}, '$') AS s{i}"
                             for i in range(1, len(fields) + 1))
     raw_cols = ", ".join(f"v{i}, t{i}, s{i}" for i in range(1, len(fields) + 1))
     # innermost: one extraction of every field; then each field's JSON type, string and value; outermost
@@ -291,6 +306,8 @@ class Stage:
         self.con = duckdb.connect(self.path, config=CONNECT_CONFIG)
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET preserve_insertion_order = false")
+        # a staging file lives for one ingest: compressing what is read back once costs more than it saves
+        self.con.execute("SET force_compression = 'uncompressed'")
         for type_name in SPECS:
             columns = ", ".join(f"{c} {t}" for c, t in _EMPTY_COLUMNS[type_name])
             self.con.execute(f"CREATE TABLE st_{type_name} ({columns})")

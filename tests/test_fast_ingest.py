@@ -238,3 +238,69 @@ def test_large_files_take_the_fast_path_by_themselves(tmp_path, monkeypatch):
     small.write_text("".join(as_lines(small_file(3))), encoding="utf-8")
     assert store.ingest_file(small) == {} and store.last_ingest_path == "per-line"
     store.close()
+
+
+# ------------------------------------------------------------------------ the column checks themselves
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(json_values, min_size=1, max_size=20), st.sampled_from([(", ", ": "), (",", ":"), (" ,  ", " :  ")]))
+def test_the_json_type_read_from_the_first_character_gives_json_types_verdicts(values, separators):
+    import duckdb
+
+    lines = [json.dumps({"a": v}, separators=separators) for v in values]
+    rows = duckdb.connect().execute(
+        f"""SELECT json_type(v) AS t, {fast_ingest.json_type_sql('v')} AS mine, TRY_CAST(v AS INTEGER) IS NULL AS big
+            FROM (SELECT json_extract(j, '$.a') AS v FROM (SELECT unnest(?) AS j))""", [lines]).fetchall()
+    integers = {"BIGINT", "UBIGINT"}
+    for (t, mine, big), value in zip(rows, values):
+        if t in integers or mine in integers:  # an integer past 64 bits: DOUBLE to json_type, refused either way
+            assert mine in integers and (t in integers or big), (value, t, mine)
+        else:
+            assert mine == t, (value, t, mine)
+
+
+@pytest.mark.parametrize("fault", [
+    {"unclear": "0.1"},                      # a number as a string
+    {"unclear": True},                       # a boolean where a number belongs
+    {"reader": 7},                           # a number where a name belongs
+    {"note": "an unknown key"},              # a key no reading has
+    {"probs": {"a": 0.75, "b": "0.25"}},     # a probability as a string
+    {"probs": {"a": 1.5, "b": -0.5}},        # probabilities outside [0, 1] that still sum to 1
+    {"probs": [0.75, 0.25]},                 # a list where an object belongs
+])
+def test_a_reading_with_a_faulty_field_is_refused_as_the_per_line_path_refuses_it(fault, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
+    records = small_file()
+    records[-1] = {**records[-1], **fault}
+    lines = as_lines(records)
+    fast = Store.memory()
+    empty = snapshot(fast)
+    message = refusal(fast, lines, fast=True)
+    assert f"line {len(lines)}" in message
+    assert message == refusal(Store.memory(), lines, fast=False)
+    assert snapshot(fast) == empty
+
+
+def test_a_key_given_twice_in_one_line_is_refused_as_the_per_line_path_refuses_it(monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
+    lines = as_lines(small_file())
+    lines[-1] = lines[-1].replace('"reader": "r"', '"reader": "r", "reader": "r2"')
+    fast = Store.memory()
+    try:
+        fast.ingest_lines(lines, fast=True)
+        outcome = ("stored", snapshot(fast))
+    except IngestError as refused:
+        outcome = ("refused", str(refused))
+    slow = Store.memory()
+    try:
+        slow.ingest_lines(lines, fast=False)
+        assert outcome == ("stored", snapshot(slow))
+    except IngestError as refused:
+        assert outcome == ("refused", str(refused))
+    assert fast.last_ingest_path == "per-line"
