@@ -312,6 +312,7 @@ class Stage:
             columns = ", ".join(f"{c} {t}" for c, t in _EMPTY_COLUMNS[type_name])
             self.con.execute(f"CREATE TABLE st_{type_name} ({columns})")
         self.con.execute("CREATE TABLE st_message_terms (line BIGINT, term VARCHAR, tf INTEGER)")
+        self.con.execute("CREATE TABLE st_message_fp (id VARCHAR, fingerprint VARCHAR)")
         self.lines = 0  # non-blank lines
         self.counts: dict[str, int] = {}
         self._tally = threading.Lock()
@@ -374,6 +375,7 @@ class Stage:
         con.execute(f"INSERT INTO st_{type_name} BY NAME SELECT {select} FROM _typed")
         if type_name == "message":  # cut into search terms here, in parallel and without the store's lock
             con.execute(f"INSERT INTO st_message_terms {terms_sql('SELECT line, text FROM _typed', 'line')}")
+            self._plain_fingerprints(con)
         added = con.execute("SELECT count(*) FROM _typed").fetchone()[0]
         with self._tally:
             self.counts[type_name] = self.counts.get(type_name, 0) + added
@@ -412,18 +414,23 @@ class Stage:
         if bad is not None:
             raise NotProved(f"line {bad}: source id or layers")
 
-    def _fingerprints(self) -> None:
-        """Each message's fingerprint (:func:`doxa.data.ingest.fingerprint`): in SQL for plain texts, else in Python."""
-        con = self.con
+    @staticmethod
+    def _plain_fingerprints(con) -> None:
+        """The fingerprints of one block's messages (``_typed``) with plain texts, in SQL: a message
+        given twice gets two equal rows, which the write's ``DISTINCT ON (id)`` makes one."""
         normal = "text"
         normal = (f"regexp_replace({normal}, '^{_WS}*((fwd?|re|aw|wg){_WS}*:{_WS}*)+', '', 'i')")
         normal = f"regexp_replace({normal}, '(?m)^{_WS}*(>{_WS}*)+', '', 'g')"
         normal = f"lower(trim(regexp_replace({normal}, '{_WS}+', ' ', 'g'), ' \t\n\r'))"
-        con.execute(f"""CREATE TABLE st_message_fp AS
+        con.execute(f"""INSERT INTO st_message_fp
             SELECT id, CASE WHEN length(n) < {MIN_SHARED_FINGERPRINT_CHARS} THEN left(sha1(source || chr(31) || n), 20)
                             ELSE left(sha1(n), 20) END AS fingerprint
-            FROM (SELECT DISTINCT id, source, {normal} AS n FROM st_message
-                  WHERE regexp_matches(text, {sql_literal(PLAIN_TEXT)}))""")
+            FROM (SELECT id, source, {normal} AS n FROM _typed WHERE regexp_matches(text, {sql_literal(PLAIN_TEXT)}))""")
+
+    def _fingerprints(self) -> None:
+        """The fingerprints (:func:`doxa.data.ingest.fingerprint`) of the messages whose texts are not
+        plain: in Python. (Plain ones were fingerprinted block by block.)"""
+        con = self.con
         others = con.execute(f"""SELECT DISTINCT id, source, text FROM st_message
                                  WHERE NOT regexp_matches(text, {sql_literal(PLAIN_TEXT)})""").to_arrow_table()
         if others.num_rows:
