@@ -421,7 +421,9 @@ class Stage:
         normal = "text"
         normal = (f"regexp_replace({normal}, '^{_WS}*((fwd?|re|aw|wg){_WS}*:{_WS}*)+', '', 'i')")
         normal = f"regexp_replace({normal}, '(?m)^{_WS}*(>{_WS}*)+', '', 'g')"
-        normal = f"lower(trim(regexp_replace({normal}, '{_WS}+', ' ', 'g'), ' \t\n\r'))"
+        # every run of white space becomes one space: runs of two or more, and single tabs and line
+        # breaks, are what changes (replacing each single space by itself cost twice as much)
+        normal = f"lower(trim(regexp_replace({normal}, '{_WS}{{2,}}|[\t\n\r]', ' ', 'g'), ' \t\n\r'))"
         con.execute(f"""INSERT INTO st_message_fp
             SELECT id, CASE WHEN length(n) < {MIN_SHARED_FINGERPRINT_CHARS} THEN left(sha1(source || chr(31) || n), 20)
                             ELSE left(sha1(n), 20) END AS fingerprint

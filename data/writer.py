@@ -546,10 +546,12 @@ def settle_copies(con) -> set[str]:
 def terms_sql(messages_sql: str, key: str = "id") -> str:
     """(``key``, term, tf) of each message ``messages_sql`` selects (columns ``key`` and ``text``),
     cut by search's tokeniser; BM25 statistics are computed at query time."""
-    return f"""SELECT {key}, term, count(*)::INTEGER AS tf FROM (
-                   SELECT {key}, unnest(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}')) AS term
-                   FROM ({messages_sql}))
-               WHERE length(term) > 0 GROUP BY {key}, term"""
+    # each message's terms counted within its own list (a histogram): a third cheaper than grouping
+    # the unnested terms of every message
+    return f"""SELECT {key}, unnest(map_keys(h)) AS term, unnest(map_values(h))::INTEGER AS tf FROM (
+                   SELECT {key}, list_aggregate(list_filter(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}'),
+                                                            lambda x: length(x) > 0), 'histogram') AS h
+                   FROM ({messages_sql}))"""
 
 
 def insert_terms(con, messages_sql: str) -> None:
