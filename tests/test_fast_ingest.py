@@ -304,3 +304,19 @@ def test_a_key_given_twice_in_one_line_is_refused_as_the_per_line_path_refuses_i
     except IngestError as refused:
         assert outcome == ("refused", str(refused))
     assert fast.last_ingest_path == "per-line"
+
+
+@pytest.mark.parametrize("index, change", [(2, {"text": "message 0 now says b"}),
+                                           (3, {"probs": {"a": 0.5, "b": 0.5}}),
+                                           (1, {"text": "Where else?"})])
+def test_a_record_given_twice_differently_in_one_file_is_refused_as_the_per_line_path_refuses_it(
+        index, change, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)  # the two lines land in different blocks and workers
+    records = small_file()
+    records.append({**records[index], **change})
+    lines = as_lines(records)
+    fast = Store.memory()
+    empty = snapshot(fast)
+    message = refusal(fast, lines, fast=True)
+    assert message == refusal(Store.memory(), lines, fast=False)
+    assert snapshot(fast) == empty and fast.last_ingest_path == "per-line"
