@@ -360,6 +360,9 @@ class Stage:
         self.paths = [shard.path for shard in self.shards]
         self.lines = 0  # non-blank lines
         self.counts: dict[str, int] = {}
+        #: record types whose every key the file gives once (found by :meth:`finish`): written without
+        #: the ``DISTINCT ON`` that picks one of several equal rows
+        self.unique: set[str] = set()
         self._tally = threading.Lock()
 
     def close(self) -> None:
@@ -424,7 +427,8 @@ class Stage:
             self._type_rules(con, type_name)
         con.execute(f"INSERT INTO st_{type_name} BY NAME SELECT {select} FROM _typed")
         if type_name == "message":  # cut into search terms here, in parallel and without the store's lock
-            con.execute(f"INSERT INTO st_message_terms {terms_sql('SELECT line, text FROM _typed', 'line')}")
+            con.execute(f"INSERT INTO st_message_terms "
+                        f"{terms_sql('SELECT line, id, text FROM _typed', 'line, id')}")
             self._fingerprints(con)
         added = con.execute("SELECT count(*) FROM _typed").fetchone()[0]
         with self._tally:
@@ -445,6 +449,7 @@ class Stage:
                 repeated = con.execute(f"SELECT count(*) FROM (SELECT {key} FROM st_{type_name} GROUP BY {key} "
                                        "HAVING count(*) > 1)").fetchone()[0]
                 if not repeated:
+                    self.unique.add(type_name)
                     continue
                 columns = [c for c, _ in _EMPTY_COLUMNS[type_name] if c != "line"]
                 row = con.execute(f"""SELECT count(*) FROM (SELECT {key} FROM st_{type_name} GROUP BY {key}
@@ -547,7 +552,7 @@ _KEYS = {"source": "id", "question": "id", "message": "id", "reading": "message,
 #: Every table of a stage, with its columns: one per record type, the messages' search terms (by
 #: line) and their fingerprints.
 STAGE_TABLES = {**{t: ", ".join(f"{c} {sql_type}" for c, sql_type in _EMPTY_COLUMNS[t]) for t in SPECS},
-                "message_terms": "line BIGINT, term VARCHAR, tf INTEGER",
+                "message_terms": "line BIGINT, id VARCHAR, term VARCHAR, tf INTEGER",
                 "message_fp": "id VARCHAR, fingerprint VARCHAR"}
 
 
@@ -608,7 +613,13 @@ def _first(con, sql: str, reason: str) -> None:
         raise NotProved(f"line {row[0]}: {reason}")
 
 
-def _check_against_store(con) -> None:
+def _once(unique: set[str]):
+    """``once(type, key)``: the ``DISTINCT ON (key)`` that keeps one of a key's equal rows, or nothing
+    where the file gives every key of that type once (``unique``)."""
+    return lambda type_name, key: "" if type_name in unique else f"DISTINCT ON ({key})"
+
+
+def _check_against_store(con, unique: set[str]) -> None:
     """Every reference and edit rule of :func:`doxa.data.writer.write_batch`, as joins (raises NotProved)."""
     # subjects: one stored already must be given with its name and exactly its aliases (adding is the
     # per-line path's subject rule)
@@ -652,8 +663,9 @@ def _check_against_store(con) -> None:
     _first(con, """SELECT min(line) FROM st_reading WHERE message NOT IN
                        (SELECT id FROM st_message UNION ALL SELECT id FROM messages)""", "unknown message")
     # readings: probs over exactly the question's options, put in their order; stored ones must agree
-    con.execute("""CREATE OR REPLACE TEMP TABLE _fi_readings AS
-        SELECT DISTINCT ON (r.message, r.question, r.reader) r.line, r.message, r.question, r.reader,
+    once = _once(unique)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _fi_readings AS
+        SELECT {once("reading", "r.message, r.question, r.reader")} r.line, r.message, r.question, r.reader,
                r.reader_version, r.unclear, r.unrelated, r.one_off,
                CASE WHEN o.id IS NOT NULL AND len(map_keys(r.probs)) = len(o.options)
                          AND list_sort(map_keys(r.probs)) = list_sort(o.options)
@@ -696,7 +708,8 @@ def _insert(con, table: str, columns: str, select: str, *, new_only: bool = Fals
     return _count(con, table) - before
 
 
-def _write(con) -> tuple[dict[str, int], set[str]]:
+def _write(con, unique: set[str]) -> tuple[dict[str, int], set[str]]:
+    once = _once(unique)
     counts = {
         "subjects": _insert(con, "subjects", "id, name, aliases",
                             "SELECT id, name, aliases FROM st_subject WHERE id NOT IN (SELECT id FROM subjects)"),
@@ -712,16 +725,20 @@ def _write(con) -> tuple[dict[str, int], set[str]]:
                                        coalesce(created_by, 'organizer'), instructions_version FROM st_question
                                 WHERE id NOT IN (SELECT id FROM questions)"""),
     }
-    new_messages = """SELECT DISTINCT ON (m.id) m.id, m.source, m.sent_at, coalesce(m.received_at, m.sent_at),
+    new_messages = f"""SELECT {once("message", "m.id")} m.id, m.source, m.sent_at, coalesce(m.received_at, m.sent_at),
                              m.text, p.fingerprint
                       FROM st_message m JOIN st_message_fp p USING (id)
                       WHERE m.id NOT IN (SELECT id FROM messages)"""
     # terms first: "new" is "not stored yet", which the insert below changes; a message given twice
     # (identically: checked in staging) gets the terms of its first line
-    con.execute("""INSERT INTO message_terms
-                   SELECT m.id, t.term, t.tf FROM st_message_terms t
-                   JOIN (SELECT id, min(line) AS line FROM st_message WHERE id NOT IN (SELECT id FROM messages)
-                         GROUP BY id) m USING (line)""")
+    if "message" in unique:
+        con.execute("""INSERT INTO message_terms SELECT id, term, tf FROM st_message_terms
+                       WHERE id NOT IN (SELECT id FROM messages)""")
+    else:
+        con.execute("""INSERT INTO message_terms
+                       SELECT m.id, t.term, t.tf FROM st_message_terms t
+                       JOIN (SELECT id, min(line) AS line FROM st_message WHERE id NOT IN (SELECT id FROM messages)
+                             GROUP BY id) m USING (line)""")
     counts["messages"] = _insert(con, "messages", "id, source, sent_at, received_at, text, fingerprint", new_messages,
                                  new_only=True)
     con.execute("""CREATE OR REPLACE TEMP TABLE _fi_new_readings AS
@@ -752,8 +769,10 @@ def _write(con) -> tuple[dict[str, int], set[str]]:
     return counts, touched
 
 
-def write_stage(con, stage_paths: list[str], changes: dict | None = None) -> dict[str, int]:
+def write_stage(con, stage_paths: list[str], changes: dict | None = None,
+                unique: set[str] | frozenset = frozenset()) -> dict[str, int]:
     """Resolve the staged file against the store and write it in one transaction (inside a write session).
+    ``unique``: the record types whose keys the file gives once each (:attr:`Stage.unique`).
 
     Raises :class:`NotProved` (nothing written) when a reference or edit rule is not met: the
     per-line path then gives the exact problems."""
@@ -761,8 +780,8 @@ def write_stage(con, stage_paths: list[str], changes: dict | None = None) -> dic
         attach_stage(con, stage_paths)
         con.execute("BEGIN")
         try:
-            _check_against_store(con)
-            counts, touched = _write(con)
+            _check_against_store(con, unique)
+            counts, touched = _write(con, unique)
             mark_evidence_changed(con, touched | settle_copies(con))
             con.execute("COMMIT")
         except BaseException:

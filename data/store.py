@@ -385,7 +385,7 @@ class Store:
                     self.use_one_thread(False)
                     changes: dict[str, Any] = {}
                     try:
-                        added = fast_ingest.write_stage(self.con, stage.paths, changes)
+                        added = fast_ingest.write_stage(self.con, stage.paths, changes, stage.unique)
                     except fast_ingest.NotProved as why:
                         fast_ingest.debug(why.reason)
                         return None, list(replay.again()) if replay.iterator is not None else replay.again()
