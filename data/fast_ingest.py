@@ -557,8 +557,74 @@ STAGE_TABLES = {**{t: ", ".join(f"{c} {sql_type}" for c, sql_type in _EMPTY_COLU
 
 
 # ------------------------------------------------------------------------ reading the input
+class NotPlainBytes(Exception):
+    """A file's bytes are not what :func:`file_blocks` reads exactly as text mode does (a lone carriage
+    return, which text mode takes for a line break, or bytes that are not UTF-8): read its lines."""
+
+
+#: A file is read this many bytes at a time by :func:`file_blocks`.
+CHUNK_BYTES = 16 << 20
+
+
+def file_blocks(path) -> Iterator[pa.Array]:
+    """The lines of a UTF-8 file, as Arrow blocks of at most :data:`BLOCK_LINES`, cut from its bytes
+    at line feeds (half the cost of Python's line iteration, and no Python string per line).
+
+    The same lines as ``open(path, encoding="utf-8")`` gives, each with its line feed: a carriage
+    return before a line feed is dropped, as text mode drops it; any other carriage return, or
+    bytes that are not UTF-8, raise :class:`NotPlainBytes`."""
+    import numpy as np
+
+    def cut(body: bytes) -> Iterator[pa.Array]:
+        if b"\r" in body:
+            body = body.replace(b"\r\n", b"\n")
+            if b"\r" in body:
+                raise NotPlainBytes("a carriage return that is not part of a line break")
+        ends = np.flatnonzero(np.frombuffer(body, np.uint8) == 10) + 1
+        if not len(ends) or ends[-1] != len(body):
+            ends = np.append(ends, len(body))  # the last line, without a line feed
+        offsets = np.concatenate(([0], ends)).astype(np.int32)
+        whole = pa.Array.from_buffers(pa.binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+        try:
+            whole = whole.cast(pa.string())  # checks the bytes are UTF-8
+        except pa.ArrowInvalid as err:
+            raise NotPlainBytes(str(err)) from None
+        for start in range(0, len(whole), BLOCK_LINES):
+            yield whole.slice(start, BLOCK_LINES)
+
+    with open(path, "rb") as handle:
+        carry = b""
+        while chunk := handle.read(CHUNK_BYTES):
+            data = carry + chunk if carry else chunk
+            end = data.rfind(b"\n") + 1
+            carry = data[end:]
+            if end:
+                yield from cut(data[:end])
+        if carry:
+            yield from cut(carry)
+
+
+def _blocks_of(lines: Iterable[str], spool=None) -> Iterator[pa.Array]:
+    iterator = iter(lines)
+    while True:
+        block = list(itertools.islice(iterator, BLOCK_LINES))
+        if not block:
+            return
+        raw = pa.array(block, pa.string())
+        del block
+        if spool is not None:
+            spool(raw)
+        yield raw
+
+
 def stage_lines(lines: Iterable[str], spool=None) -> Stage:
-    """Stage ``lines`` block by block (raises :class:`NotProved`; the stage is closed then).
+    """Stage ``lines`` block by block (raises :class:`NotProved`; the stage is closed then)."""
+    return stage_blocks(_blocks_of(lines, spool))
+
+
+def stage_blocks(blocks: Iterable[pa.Array]) -> Stage:
+    """Stage Arrow blocks of lines (raises :class:`NotProved`, or what reading ``blocks`` raises; the
+    stage is closed then).
 
     This thread reads the next block while the workers prove the ones before (DuckDB lets go
     of Python while it works); at most one block waits per worker, so memory stays bounded.
@@ -580,15 +646,7 @@ def stage_lines(lines: Iterable[str], spool=None) -> Stage:
     try:
         pending: list[Future] = []
         number = 1
-        iterator = iter(lines)
-        while True:
-            block = list(itertools.islice(iterator, BLOCK_LINES))
-            if not block:
-                break
-            raw = pa.array(block, pa.string())
-            del block
-            if spool is not None:
-                spool(raw)
+        for raw in blocks:
             pending.append(pool.submit(prove, number, raw))
             number += len(raw)
             while len(pending) > workers or (pending and pending[0].done()):
@@ -861,10 +919,12 @@ class Replay:
                 pass
 
 
-def debug(message: str) -> None:
-    """Why a file went the per-line way, on stderr when ``$DOXA_DEBUG_INGEST`` is set."""
+def debug(message: str, what: str = "per-line path") -> None:
+    """Why a file went the per-line way (or was read as text lines), on stderr when
+    ``$DOXA_DEBUG_INGEST`` is set."""
     if os.environ.get("DOXA_DEBUG_INGEST"):
-        print(f"doxa ingest: per-line path ({message})", file=sys.stderr)
+        print(f"doxa ingest: {what} ({message})", file=sys.stderr)
 
 
-__all__ = ["BLOCK_LINES", "FAST_MIN_LINES", "NotProved", "Stage", "stage_lines", "write_stage", "Replay"]
+__all__ = ["BLOCK_LINES", "FAST_MIN_LINES", "NotProved", "NotPlainBytes", "Stage", "stage_lines", "stage_blocks",
+           "file_blocks", "write_stage", "Replay"]

@@ -333,7 +333,7 @@ class Store:
 
     # ------------------------------------------------------------------ ingest
     def ingest_lines(self, lines: Iterable[str], *, name: str | None = None, fast: bool | None = None,
-                     reopen=None) -> dict[str, int]:
+                     reopen=None, path=None) -> dict[str, int]:
         """Validate and ingest JSON Lines; all or nothing. Returns new rows per table.
 
         With ``name`` (a file's), input without a single record is refused as empty: a file
@@ -343,13 +343,14 @@ class Store:
         column by column and written by joins (:mod:`doxa.data.fast_ingest`), in blocks, so
         memory stays bounded; whatever that cannot prove valid goes through the per-line
         checks, which give the exact problems. ``fast`` forces (True) or skips (False) the
-        fast attempt; ``reopen()``, when given, reads the same lines again (a file's path).
+        fast attempt; ``reopen()``, when given, reads the same lines again (a file's path);
+        ``path``, when given, is the file the lines come from, which the fast path reads as bytes.
         :attr:`last_ingest_path` says which path stored the last ingest ("fast" or "per-line").
         """
         from . import ingest as ingest_mod  # lazy: pydantic loads only when ingesting, not on `doxa belief`
 
         if fast is not False:
-            added, lines = self._ingest_fast(lines, force=bool(fast), reopen=reopen)
+            added, lines = self._ingest_fast(lines, force=bool(fast), reopen=reopen, path=path)
             if added is not None:
                 return added
         self.last_ingest_path = "per-line"
@@ -359,7 +360,7 @@ class Store:
                              "(one JSON object a line; see docs/formats.md)")
         return self.ingest_batch(batch)
 
-    def _ingest_fast(self, lines: Iterable[str], *, force: bool, reopen):
+    def _ingest_fast(self, lines: Iterable[str], *, force: bool, reopen, path=None):
         """(new rows per table, None) when the fast path stored the input; else (None, the lines
         to read again from the first). The staging runs without holding the store; only the
         joins and inserts run in the write session."""
@@ -375,7 +376,14 @@ class Store:
                 return None, head
             started = time.perf_counter()
             try:
-                stage = fast_ingest.stage_lines(itertools.chain(head, source), spool=replay.spool())
+                stage = None
+                if path is not None:
+                    try:
+                        stage = fast_ingest.stage_blocks(fast_ingest.file_blocks(path))
+                    except fast_ingest.NotPlainBytes as why:
+                        fast_ingest.debug(str(why), "read as text lines")
+                if stage is None:
+                    stage = fast_ingest.stage_lines(itertools.chain(head, source), spool=replay.spool())
             except fast_ingest.NotProved as why:
                 fast_ingest.debug(why.reason)
                 return None, list(replay.again()) if replay.iterator is not None else replay.again()
@@ -412,7 +420,7 @@ class Store:
             raise StoreError(f"{path} is a directory: give a JSON Lines file")
         try:
             with open(path, encoding="utf-8") as handle:
-                return self.ingest_lines(handle, name=str(path), reopen=lambda: _lines_of(path))
+                return self.ingest_lines(handle, name=str(path), reopen=lambda: _lines_of(path), path=path)
         except FileNotFoundError:
             raise StoreError(f"no such file: {path}") from None
         except UnicodeDecodeError as err:

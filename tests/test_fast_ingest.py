@@ -320,3 +320,54 @@ def test_a_record_given_twice_differently_in_one_file_is_refused_as_the_per_line
     message = refusal(fast, lines, fast=True)
     assert message == refusal(Store.memory(), lines, fast=False)
     assert snapshot(fast) == empty and fast.last_ingest_path == "per-line"
+
+
+# ------------------------------------------------------------------------ a file read as bytes
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(st.characters(blacklist_characters="\r\n"), max_size=12),
+                          st.sampled_from(["\n", "\r\n"])), max_size=30),
+       st.booleans(), st.integers(1, 64))
+def test_a_file_cut_at_its_bytes_gives_the_lines_text_mode_gives(tmp_path_factory, lines, last_open, chunk):
+    import pytest as _pytest
+
+    body = "".join(text + end for text, end in lines)
+    if last_open and lines:
+        body = body[: -len(lines[-1][1])]  # the last line without its line break
+    path = tmp_path_factory.mktemp("blocks") / "file.jsonl"
+    path.write_bytes(body.encode("utf-8"))
+    with open(path, encoding="utf-8") as handle:
+        expected = list(handle)
+    with _pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fast_ingest, "CHUNK_BYTES", chunk)  # chunks that cut lines and characters apart
+        patch.setattr(fast_ingest, "BLOCK_LINES", 3)
+        got = [line for block in fast_ingest.file_blocks(path) for line in block.to_pylist()]
+    assert got == expected
+
+
+@pytest.mark.parametrize("body", [b'{"a": 1}\r{"b": 2}\n', b'{"a": "caf\xe9"}\n'])
+def test_bytes_text_mode_reads_otherwise_are_left_to_it(tmp_path, body):
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(body)
+    with pytest.raises(fast_ingest.NotPlainBytes):
+        list(fast_ingest.file_blocks(path))
+
+
+def test_a_file_with_windows_line_breaks_is_stored_as_the_per_line_path_stores_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "FAST_MIN_LINES", 50)
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes("".join(as_lines(small_file(), ascii_only=False)).replace("\n", "\r\n").encode("utf-8"))
+    fast, slow = Store.open(tmp_path / "a.duckdb"), Store.open(tmp_path / "b.duckdb")
+    assert fast.ingest_file(path) == slow.ingest_lines(open(path, encoding="utf-8"), fast=False)
+    assert fast.last_ingest_path == "fast" and snapshot(fast) == snapshot(slow)
+    fast.close(), slow.close()
+
+
+def test_a_file_with_a_lone_carriage_return_is_read_as_text_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "FAST_MIN_LINES", 50)
+    path = tmp_path / "cr.jsonl"
+    text = "".join(as_lines(small_file()))
+    path.write_text(text[:-1] + "\r", encoding="utf-8", newline="")  # text mode reads "\r" as a line break
+    fast, slow = Store.open(tmp_path / "a.duckdb"), Store.open(tmp_path / "b.duckdb")
+    assert fast.ingest_file(path) == slow.ingest_lines(open(path, encoding="utf-8"), fast=False)
+    assert fast.last_ingest_path == "fast" and snapshot(fast) == snapshot(slow)
+    fast.close(), slow.close()
