@@ -324,7 +324,8 @@ def test_a_record_given_twice_differently_in_one_file_is_refused_as_the_per_line
 
 # ------------------------------------------------------------------------ a file read as bytes
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.text(st.characters(blacklist_characters="\r\n"), max_size=12),
+@given(st.lists(st.tuples(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
+                                          max_size=12),
                           st.sampled_from(["\n", "\r\n"])), max_size=30),
        st.booleans(), st.integers(1, 64))
 def test_a_file_cut_at_its_bytes_gives_the_lines_text_mode_gives(tmp_path_factory, lines, last_open, chunk):
@@ -371,3 +372,15 @@ def test_a_file_with_a_lone_carriage_return_is_read_as_text_lines(tmp_path, monk
     assert fast.ingest_file(path) == slow.ingest_lines(open(path, encoding="utf-8"), fast=False)
     assert fast.last_ingest_path == "fast" and snapshot(fast) == snapshot(slow)
     fast.close(), slow.close()
+
+
+@pytest.mark.parametrize("bad", ['{"type": "message", "id": "cut', '{"type": "reading",}', "[1, 2]", "not json"])
+def test_a_line_that_is_no_json_object_late_in_a_file_is_refused_as_the_per_line_path_refuses_it(bad, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
+    lines = as_lines(small_file()) + [bad + "\n"]
+    fast = Store.memory()
+    empty = snapshot(fast)
+    message = refusal(fast, lines, fast=True)
+    assert f"line {len(lines)}" in message
+    assert message == refusal(Store.memory(), lines, fast=False)
+    assert snapshot(fast) == empty
