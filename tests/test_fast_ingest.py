@@ -384,3 +384,13 @@ def test_a_line_that_is_no_json_object_late_in_a_file_is_refused_as_the_per_line
     assert f"line {len(lines)}" in message
     assert message == refusal(Store.memory(), lines, fast=False)
     assert snapshot(fast) == empty
+
+
+def test_workers_that_write_out_what_they_proved_midway_store_what_the_per_line_path_stores(monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 8)
+    monkeypatch.setattr(fast_ingest, "FLUSH_LINES", 12)  # each worker writes to its file every other block
+    records = small_file() + [small_file()[5], {"type": "message", "id": "m-x", "source": "s",
+                                                "sent_at": "2026-01-02", "text": "Ünïcode ça ✓ says a"}]
+    fast, added_fast, slow, added_slow = both_ways(as_lines(records, ascii_only=False))
+    assert fast.last_ingest_path == "fast" and added_fast == added_slow
+    assert snapshot(fast) == snapshot(slow)
