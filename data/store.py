@@ -133,6 +133,15 @@ def _reads(method):
     return wrapper
 
 
+def _member_of(column: str, ids) -> tuple[str, Any]:
+    """(SQL, parameter) that ``column`` is one of ``ids``: ``= ?`` for a single id, which DuckDB
+    answers from the primary-key index (half the cold cost of ``doxa belief``'s queries)."""
+    ids = list(ids)
+    if len(ids) == 1:
+        return f"{column} = ?", ids[0]
+    return f"{column} IN (SELECT unnest(?))", ids
+
+
 def _lines_of(path) -> Iterable[str]:
     """The lines of a UTF-8 file, read again (the per-line path after the fast one)."""
     with open(path, encoding="utf-8") as handle:
@@ -506,14 +515,11 @@ class Store:
 
     def _some_questions(self, ids: list[str], subjects: list[str], include_inactive: bool):
         """A few questions: one query, each with its own options list."""
-        # one id is compared with `=`, which DuckDB answers from the primary-key index (half the cold cost)
-        one = len(ids) == 1 and not subjects
-        chosen = ((["id = ?"] if one else ["id IN (SELECT unnest(?))"]) if ids else []) + (
-            ["subject IN (SELECT unnest(?))"] if subjects else [])
+        chosen = [_member_of(column, values) for column, values in (("id", ids), ("subject", subjects)) if values]
         cols = self.execute(
             f"SELECT id, hash(id) AS h, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
-            f"FROM questions WHERE {' OR '.join(chosen) or 'false'} ORDER BY id",
-            [ids[0]] if one else [x for x in (ids, subjects) if x]).fetchnumpy()
+            f"FROM questions WHERE {' OR '.join(sql for sql, _ in chosen) or 'false'} ORDER BY id",
+            [value for _, value in chosen]).fetchnumpy()
         if not include_inactive:  # in numpy: the status test costs more in SQL than the rest of the query
             active = np.flatnonzero(np.asarray(cols["status"], dtype=object) == "active")
             cols = {name: np.asarray(values, dtype=object)[active] for name, values in cols.items()}
@@ -687,7 +693,10 @@ class Store:
 
         n_q, k_max = len(questions.ids), questions.k_max
         few = 0 < n_q <= 2000
-        scope = ("WHERE question = ?" if n_q == 1 else "WHERE question IN (SELECT unnest(?))") if few else ""
+        scope, ids = "", None
+        if few:
+            member, ids = _member_of("question", questions.ids.tolist())
+            scope = f"WHERE {member}"
         sql = self._VALID_STATES.format(version=int(version), scope=scope)
         found = np.zeros(n_q, dtype=bool)
         out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
@@ -695,7 +704,7 @@ class Store:
         if not n_q:
             return out
         if few:  # no pyarrow on `doxa belief`'s path
-            cols = self.execute(sql, [questions.ids[0] if n_q == 1 else questions.ids.tolist()] * 2).fetchnumpy()
+            cols = self.execute(sql, [ids] * 2).fetchnumpy()
             flat = np.frombuffer(b"".join(np.asarray(cols["state"], dtype=object).tolist()), dtype=np.float64)
             first = np.r_[0, np.cumsum(np.asarray(cols["width"], dtype=np.int64))[:-1]]
         else:  # every blob's bytes in one Arrow buffer, read in place: no Python object per state
@@ -727,15 +736,16 @@ class Store:
         from .evidence_sql import _index_of
 
         few = len(questions.ids) <= 2000
-        one = len(questions.ids) == 1
-        scope = ("AND r.question = ?" if one else "AND r.question IN (SELECT unnest(?))") if few else ""
+        scope, ids = "", None
+        if few:
+            member, ids = _member_of("r.question", questions.ids.tolist() or [""])
+            scope = f"AND {member}"
         cols = self.execute(
             f"""SELECT hash(r.question) AS h, epoch(r.rejected_at) / 86400.0 AS t,
                        list_position(q.options, r.answer) - 1 AS a
                 FROM rejections r JOIN questions q ON q.id = r.question
                 WHERE r.rejected_at <= ? {scope}""",
-            [at or FAR_FUTURE] + ([questions.ids[0] if one else questions.ids.tolist() or [""]] if few else [])
-        ).fetchnumpy()
+            [at or FAR_FUTURE] + ([ids] if few else [])).fetchnumpy()
         qi = _index_of(questions.id_hash, np.asarray(cols["h"], dtype=np.uint64))
         keep = qi >= 0
         return {"q": qi[keep].astype(np.int64), "t": np.asarray(cols["t"], dtype=np.float64)[keep],
