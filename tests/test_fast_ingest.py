@@ -163,6 +163,16 @@ def refusal(store: Store, lines, **kwargs) -> str:
     return str(caught.value)
 
 
+def refused_alike(lines) -> str:
+    """The fast path refuses ``lines`` with the per-line path's message and stores nothing; the message."""
+    fast = Store.memory()
+    empty = snapshot(fast)
+    message = refusal(fast, lines, fast=True)
+    assert message == refusal(Store.memory(), lines, fast=False)
+    assert snapshot(fast) == empty and fast.last_ingest_path == "per-line"
+    return message
+
+
 def test_a_bad_line_late_in_a_multi_block_file_stores_nothing_and_names_the_line(monkeypatch):
     monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)  # 82 good lines: six blocks before the bad one
     lines = as_lines(small_file()) + ['{"type": "message", "id": "late", "source": "s", "sent_at": "someday", '
@@ -279,12 +289,7 @@ def test_a_reading_with_a_faulty_field_is_refused_as_the_per_line_path_refuses_i
     records = small_file()
     records[-1] = {**records[-1], **fault}
     lines = as_lines(records)
-    fast = Store.memory()
-    empty = snapshot(fast)
-    message = refusal(fast, lines, fast=True)
-    assert f"line {len(lines)}" in message
-    assert message == refusal(Store.memory(), lines, fast=False)
-    assert snapshot(fast) == empty
+    assert f"line {len(lines)}" in refused_alike(lines)
 
 
 def test_a_key_given_twice_in_one_line_is_refused_as_the_per_line_path_refuses_it(monkeypatch):
@@ -314,12 +319,7 @@ def test_a_record_given_twice_differently_in_one_file_is_refused_as_the_per_line
     monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)  # the two lines land in different blocks and workers
     records = small_file()
     records.append({**records[index], **change})
-    lines = as_lines(records)
-    fast = Store.memory()
-    empty = snapshot(fast)
-    message = refusal(fast, lines, fast=True)
-    assert message == refusal(Store.memory(), lines, fast=False)
-    assert snapshot(fast) == empty and fast.last_ingest_path == "per-line"
+    refused_alike(as_lines(records))
 
 
 # ------------------------------------------------------------------------ a file read as bytes
@@ -378,12 +378,7 @@ def test_a_file_with_a_lone_carriage_return_is_read_as_text_lines(tmp_path, monk
 def test_a_line_that_is_no_json_object_late_in_a_file_is_refused_as_the_per_line_path_refuses_it(bad, monkeypatch):
     monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
     lines = as_lines(small_file()) + [bad + "\n"]
-    fast = Store.memory()
-    empty = snapshot(fast)
-    message = refusal(fast, lines, fast=True)
-    assert f"line {len(lines)}" in message
-    assert message == refusal(Store.memory(), lines, fast=False)
-    assert snapshot(fast) == empty
+    assert f"line {len(lines)}" in refused_alike(lines)
 
 
 def test_workers_that_write_out_what_they_proved_midway_store_what_the_per_line_path_stores(monkeypatch):
