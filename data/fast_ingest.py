@@ -12,10 +12,12 @@ is "not proved", never "accepted".
 Two phases, so that the store is held only while it must be (docs/concurrency.md):
 
 1. **Staging, no lock.** Lines are read in blocks of :data:`BLOCK_LINES` (memory stays
-   bounded), parsed by DuckDB's JSON functions and checked per column; proven rows go to
-   a private DuckDB file on disk. Checks within the file (an id given twice differently)
-   run there too, and each new message's fingerprint is computed.
-2. **Writing, in the store's write session.** The staging file is attached read-only; joins
+   bounded; a file is cut into lines from its bytes, :func:`file_blocks`), parsed by DuckDB's
+   JSON functions and checked per column, two blocks at a time (one per core, each worker in
+   a DuckDB of its own); each block's messages get their fingerprints and search terms, and
+   proven rows go to the workers' private DuckDB files on disk. Checks within the file (an
+   id given twice differently) run over all of them at the end.
+2. **Writing, in the store's write session.** The staging files are attached read-only; joins
    against the store resolve references (a reading's message and question, a message's
    source, …) and find records already stored (skipped: re-ingest is a no-op) or stored
    differently (an edit: not proved, so the per-line path refuses it with today's message).
