@@ -246,13 +246,19 @@ class Store:
                 self._disconnect()
 
     def _connect(self, mode: str) -> None:
-        from . import read_log
+        from . import belief_cache, read_log
 
         path = self.path
         read_only = mode == "read" and not self.in_memory
         if read_only and not Path(path).exists():
             read_only, mode = False, "write"
         con = connect(path, read_only=read_only, timeout=self.lock_timeout)
+        if not read_only and not self.in_memory:
+            try:  # before anything this connection writes can commit (data/belief_cache.py)
+                belief_cache.new_generation(path, writing=True)
+            except BaseException:
+                con.close()
+                raise
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
         try:
             con.execute("SET enable_progress_bar = false")
@@ -275,8 +281,16 @@ class Store:
 
     def _disconnect(self) -> None:
         if self._con is not None:
-            con, self._con, self._mode = self._con, None, None
+            con, self._con, mode = self._con, None, self._mode
+            self._mode = None
             con.close()
+            if mode == "write" and not self.in_memory:
+                from . import belief_cache
+
+                try:
+                    belief_cache.new_generation(self.path, writing=False)
+                except OSError:
+                    pass  # the token still says "writing": nothing is kept or used, which is safe
 
     def release(self) -> None:
         """Close the file now (it reopens at the next use); a no-op for ``:memory:`` and inside a session."""

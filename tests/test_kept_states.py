@@ -10,9 +10,12 @@ read filtered from scratch to 1e-12.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from datetime import datetime, timedelta
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +24,9 @@ from doxa.inference.read import params as P
 from doxa.inference.read import states
 import records as R
 from doxa.data.evidence import FRESH_READINGS
+from doxa.data.store import Store
 from doxa.inference.learn.train import publish_with_posterior
+from doxa.inference.read.memory import Memory
 from test_scorer_properties import BASE, END, HORIZON_HOURS, worlds
 
 EXAMPLES = int(os.environ.get("DOXA_PROPERTY_EXAMPLES", "12"))
@@ -77,15 +82,50 @@ def a_document(draw, world, number: int) -> dict:
     return doc
 
 
+def read_alone(path: str, question: str, at, keep_states: bool = True):
+    """One question's belief (the scorer's arrays) as a fresh `doxa belief` reads it: the store
+    opened for this read alone, from what an earlier read kept beside it where that counts."""
+    memory = Memory(Store.open(path, create=False, check=False), keep_states=keep_states)
+    try:
+        if keep_states:
+            return memory._kept_belief(question, at)
+        return memory._read([question], at)[1]
+    finally:
+        memory.close()
+
+
+def assert_kept_beside_exact(path: str, question: str, at) -> None:
+    """The first fresh read (it keeps the inputs) and the second (it may use them) equal one
+    filtered from scratch."""
+    scratch = read_alone(path, question, at, keep_states=False)
+    for _ in range(2):
+        kept = read_alone(path, question, at)
+        assert kept.evidence.questions.ids.tolist() == scratch.evidence.questions.ids.tolist()
+        np.testing.assert_allclose(kept.raw, scratch.raw, rtol=0, atol=EXACT)
+        np.testing.assert_allclose(kept.probs, scratch.probs, rtol=0, atol=EXACT)
+        assert (kept.n_evidence.tolist(), kept.n_settled.tolist(), kept.params_version) == (
+            scratch.n_evidence.tolist(), scratch.n_settled.tolist(), scratch.params_version)
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in memory", "on disk, fresh reads too"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.data_too_large])
 @given(world=worlds(), data=st.data())
-def test_beliefs_from_kept_states_equal_beliefs_filtered_from_scratch(world, data):
+def test_beliefs_from_kept_states_equal_beliefs_filtered_from_scratch(on_disk, world, data):
+    folder = tempfile.mkdtemp(prefix="doxa-kept-") if on_disk else None
+    try:
+        check_interleaving(world, data, os.path.join(folder, "doxa.duckdb") if on_disk else ":memory:")
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def check_interleaving(world, data, path: str) -> None:
     draw = data.draw
     records = list(world.records)
     definitions = [r for r in records if r["type"] in ("subject", "source", "question")]
     evidence = [r for r in records if r not in definitions]
-    memory = doxa.open(":memory:")
+    memory = doxa.open(path)
     memory.ingest(definitions)
     with memory.store.reading():  # a snapshot before any evidence: a publish may come from far behind
         snapshot = (memory.store.load_evidence(None), memory.store.evidence_epoch())
@@ -135,6 +175,9 @@ def test_beliefs_from_kept_states_equal_beliefs_filtered_from_scratch(world, dat
         if ids:
             one = draw(st.sampled_from(ids), label=f"question {step}")
             assert_exact(memory, at, [one])
+            if path != ":memory:":
+                memory.store.release()  # a writer that lets go, as every command does
+                assert_kept_beside_exact(path, one, at)
     memory.close()
 
 

@@ -277,6 +277,34 @@ class Memory:
         with self.store.reading():
             return at, states.beliefs_at(self.store, self.params(), question_ids, at, subjects=subjects)
 
+    def _kept_belief(self, question_id: str, at: datetime) -> scorer.Beliefs | None:
+        """One question's belief from the inputs a read kept beside the store (data/belief_cache.py),
+        without opening it; None when there are none that count, after reading them from the
+        store and keeping them for the next read. Only where this call would open the store
+        itself (nothing of this process's is open on it, so no write of its own is half done)."""
+        if not self.keep_states or self.store.in_memory or self.store._con is not None:
+            return None
+        from doxa.data import belief_cache
+
+        from . import states
+
+        # both read before the store is opened: see belief_cache
+        token, stamp = belief_cache.generation(self.store.path), belief_cache.file_stamp(self.store.path)
+        if token is None or stamp is None:
+            return None
+        t_query = to_days(at)
+        entry = belief_cache.load(self.store.path, question_id, token, stamp)
+        if entry is not None and entry.get("format") == 1 and states.entry_counts_at(entry, t_query):
+            return states.beliefs_from_inputs(states.inputs_from_entry(entry), t_query)
+        with self.store.reading():
+            self.store.question(question_id)  # clear error for unknown ids
+            inputs = states.read_inputs(self.store, self.params(), [question_id], at)
+            if len(inputs.questions.ids) == 1:
+                kept = states.cache_entry(inputs, at, self.store.rejections_up_to(inputs.questions, None))
+                if kept is not None:
+                    belief_cache.save(self.store.path, question_id, token, stamp, kept)
+        return states.beliefs_from_inputs(inputs, t_query)
+
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
         return BeliefList(at, beliefs, act_at)
 
@@ -306,9 +334,12 @@ class Memory:
                               for b in found])
 
     def belief(self, question_id: str, at: "datetime | str | None" = None, *, act_at: float | None = None) -> Belief:
-        with self.store.reading():
-            self.store.question(question_id)  # clear error for unknown ids
-            at, beliefs = self._read([question_id], at)
+        at = as_moment(at) or utc_now()
+        beliefs = self._kept_belief(question_id, at)
+        if beliefs is None:
+            with self.store.reading():
+                self.store.question(question_id)  # clear error for unknown ids
+                at, beliefs = self._read([question_id], at)
         found = self._beliefs_from(at, beliefs, act_at if act_at is not None else self.act_at)
         if not found:
             raise StoreError(f"question {question_id!r} is not active (merged or split): `doxa beliefs` lists active ones")

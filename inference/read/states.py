@@ -102,12 +102,26 @@ def refresh_changed_since(store: Store, params: dict[str, Any], epoch: int) -> i
     return refresh(store, params, changed)
 
 
-def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,
-               subjects: list[str] | None = None) -> scorer.Beliefs:
-    """Beliefs at ``at`` from the kept states, filtering only the questions without a usable one.
+@dataclass
+class ReadInputs:
+    """What beliefs at one time are computed from, before the decay to that time."""
 
-    Same result as ``scorer.score(store.load_evidence(at, question_ids), params, at)``.
-    """
+    questions: QuestionTable
+    state: np.ndarray  # (Q, K_max): after each question's last event (the prior where it has none)
+    last_t: np.ndarray  # (Q,) days; NaN without events
+    n_evidence: np.ndarray
+    n_settled: np.ndarray
+    prior: np.ndarray  # (Q, K_max)
+    rate: np.ndarray  # (Q,) changes per day
+    rejections: dict[str, np.ndarray]  # q, t (days), answer: those at or before the read's time
+    calibration: dict[str, Any]
+    params_version: int | None
+    newest: datetime | None  # the store's newest evidence then (Store.newest_evidence_time)
+
+
+def read_inputs(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,
+                subjects: list[str] | None = None) -> ReadInputs:
+    """The inputs of beliefs at ``at``: kept states where they count, the rest filtered from evidence."""
     params = with_defaults(params)
     t_query = to_days(at)
     with store.reading():
@@ -145,12 +159,91 @@ def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | N
         last_t[missing] = computed.last_t
         n_evidence[missing] = computed.n_evidence
         n_settled[missing] = computed.n_settled
-    raw = scorer.decay_states(state, prior, rate, last_t, t_query if np.isfinite(t_query) else np.inf)
-    evidence = _only_questions(questions, rejections)
+    return ReadInputs(questions=questions, state=state, last_t=last_t, n_evidence=n_evidence, n_settled=n_settled,
+                      prior=prior, rate=rate, rejections=rejections, calibration=params["calibration"],
+                      params_version=params.get("version"), newest=newest)
+
+
+def beliefs_from_inputs(inputs: ReadInputs, t_query: float) -> scorer.Beliefs:
+    """Beliefs at ``t_query`` (days): the kept states decayed to it, rejections, the calibration map."""
+    raw = scorer.decay_states(inputs.state, inputs.prior, inputs.rate, inputs.last_t,
+                              t_query if np.isfinite(t_query) else np.inf)
+    evidence = _only_questions(inputs.questions, inputs.rejections)
     raw = scorer.apply_rejections(evidence, raw)
-    probs = scorer.apply_calibration(params["calibration"], raw)
-    return scorer.Beliefs(evidence=evidence, probs=probs, raw=raw, n_evidence=n_evidence, n_settled=n_settled,
-                          last_event=last_t, params_version=params.get("version"))
+    probs = scorer.apply_calibration(inputs.calibration, raw)
+    return scorer.Beliefs(evidence=evidence, probs=probs, raw=raw, n_evidence=inputs.n_evidence,
+                          n_settled=inputs.n_settled, last_event=inputs.last_t, params_version=inputs.params_version)
+
+
+def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,
+               subjects: list[str] | None = None) -> scorer.Beliefs:
+    """Beliefs at ``at`` from the kept states, filtering only the questions without a usable one.
+
+    Same result as ``scorer.score(store.load_evidence(at, question_ids), params, at)``.
+    """
+    return beliefs_from_inputs(read_inputs(store, params, question_ids, at, subjects), to_days(at))
+
+
+# ------------------------------------------------------------------------ kept beside the store
+_QUESTION_FIELDS = ("ids", "subjects", "kinds", "texts", "shapes", "options_key")
+
+
+#: A kept entry counts only this long (days) after the question's last rejection, so that no
+#: rounding of the two clocks' day numbers can put a rejection on the wrong side of a read.
+REJECTION_MARGIN_DAYS = 1e-6
+
+
+def cache_entry(inputs: ReadInputs, at: datetime, all_rejections: dict[str, np.ndarray]) -> dict[str, Any] | None:
+    """``inputs`` of one question, read at ``at``, as JSON for :mod:`doxa.data.belief_cache`; None
+    where they may not be kept. Kept are only inputs read at or after the store's newest evidence
+    (they hold all of it), with *every* rejection of the question (``all_rejections``); they count
+    for reads from then on (:func:`entry_counts_at`), and before that a read filters as usual."""
+    qt = inputs.questions
+    newest = to_days(inputs.newest) if inputs.newest is not None else -np.inf
+    if len(qt.ids) != 1 or to_days(at) < newest:
+        return None
+    times = [float(t) for t in all_rejections["t"]]
+    return {
+        "format": 1,
+        "table": {name: np.asarray(getattr(qt, name), dtype=object).tolist() for name in _QUESTION_FIELDS}
+                    | {"options": [list(o) for o in qt.options], "n_options": qt.n_options.tolist(),
+                       "option_group": qt.option_group.tolist(), "id_hash": [int(h) for h in qt.id_hash]},
+        "state": inputs.state.tolist(), "last_t": inputs.last_t.tolist(),
+        "n_evidence": inputs.n_evidence.tolist(), "n_settled": inputs.n_settled.tolist(),
+        "prior": inputs.prior.tolist(), "rate": inputs.rate.tolist(),
+        "rejections": {"q": all_rejections["q"].tolist(), "t": times,
+                       "answer": all_rejections["answer"].tolist()},
+        "calibration": inputs.calibration, "params_version": inputs.params_version,
+        "newest_days": newest, "last_rejection_days": max(times, default=-np.inf),
+    }
+
+
+def entry_counts_at(entry: dict[str, Any], t_query: float) -> bool:
+    """Whether a kept entry gives the belief at ``t_query`` (days): at or after the newest evidence
+    it was read with (as kept states count, :func:`read_inputs`), after its last rejection."""
+    return t_query >= entry["newest_days"] and t_query > entry["last_rejection_days"] + REJECTION_MARGIN_DAYS
+
+
+def inputs_from_entry(entry: dict[str, Any]) -> ReadInputs:
+    """The inputs kept by :func:`cache_entry`."""
+    q = entry["table"]
+    questions = QuestionTable(
+        ids=np.asarray(q["ids"], dtype=object), subjects=np.asarray(q["subjects"], dtype=object),
+        kinds=np.asarray(q["kinds"], dtype=object), texts=np.asarray(q["texts"], dtype=object),
+        shapes=np.asarray(q["shapes"], dtype=object), options=[list(o) for o in q["options"]],
+        n_options=np.asarray(q["n_options"], dtype=np.int64), options_key=np.asarray(q["options_key"], dtype=object),
+        option_group=np.asarray(q["option_group"], dtype=np.int64), id_hash=np.asarray(q["id_hash"], dtype=np.uint64))
+    r = entry["rejections"]
+    inputs = ReadInputs(
+        questions=questions, state=np.asarray(entry["state"], dtype=np.float64),
+        last_t=np.asarray(entry["last_t"], dtype=np.float64),
+        n_evidence=np.asarray(entry["n_evidence"], dtype=np.int64),
+        n_settled=np.asarray(entry["n_settled"], dtype=np.int64),
+        prior=np.asarray(entry["prior"], dtype=np.float64), rate=np.asarray(entry["rate"], dtype=np.float64),
+        rejections={"q": np.asarray(r["q"], dtype=np.int64), "t": np.asarray(r["t"], dtype=np.float64),
+                    "answer": np.asarray(r["answer"], dtype=np.int64)},
+        calibration=entry["calibration"], params_version=entry["params_version"], newest=None)
+    return inputs
 
 
 def _only_questions(questions: QuestionTable, rejections: dict[str, np.ndarray] | None = None) -> Evidence:
@@ -169,4 +262,5 @@ def _only_questions(questions: QuestionTable, rejections: dict[str, np.ndarray] 
     )
 
 
-__all__ = ["States", "compute", "write", "refresh", "refresh_changed_since", "beliefs_at", "version_key", "REFRESH_AT_INGEST"]
+__all__ = ["States", "ReadInputs", "compute", "write", "refresh", "refresh_changed_since", "read_inputs",
+           "beliefs_from_inputs", "beliefs_at", "cache_entry", "entry_counts_at", "inputs_from_entry", "version_key", "REFRESH_AT_INGEST"]

@@ -1,0 +1,162 @@
+"""What a belief read keeps beside the store (data/belief_cache.py) answers the next read of that
+question without opening the store, and never once anything has changed (behaviour only; the
+speed is bench/concurrency.py's `doxa belief` figure)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import doxa
+from doxa.data import belief_cache
+from doxa.data.store import Store
+from doxa.inference.read.memory import Memory, utc_now
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture()
+def store_path(tmp_path) -> str:
+    path = str(tmp_path / "doxa.duckdb")
+    with doxa.open(path) as memory:
+        memory.ingest_file(EXAMPLES / "maya.jsonl")
+    return path
+
+
+def fresh_read(path: str, question: str, at=None, keep_states: bool = True) -> dict:
+    """`doxa belief` as a fresh process reads: the store opened for this one read."""
+    memory = Memory(Store.open(path, create=False, check=False), keep_states=keep_states)
+    try:
+        return memory.belief(question, at).to_dict()
+    finally:
+        memory.close()
+
+
+def from_scratch(path: str, question: str, at=None) -> dict:
+    return fresh_read(path, question, at, keep_states=False)
+
+
+@pytest.fixture()
+def opened(monkeypatch):
+    """How many times a store is opened from now on."""
+    count = {"n": 0}
+    original = Store._connect
+
+    def counting(self, mode):
+        count["n"] += 1
+        return original(self, mode)
+
+    monkeypatch.setattr(Store, "_connect", counting)
+    return count
+
+
+def same_belief(a: dict, b: dict) -> bool:
+    return {**a, "at": None} == {**b, "at": None}
+
+
+def test_the_second_read_of_a_question_opens_nothing_and_equals_a_read_from_scratch(store_path, opened):
+    at = utc_now()
+    first = fresh_read(store_path, "maya.diet", at)
+    assert opened["n"] == 1
+    second = fresh_read(store_path, "maya.diet", at)
+    assert opened["n"] == 1  # answered from what the first read kept
+    assert first == second and same_belief(second, from_scratch(store_path, "maya.diet", at))
+
+
+def test_a_read_later_in_time_decays_the_kept_state_as_a_read_from_scratch_does(store_path, opened):
+    fresh_read(store_path, "maya.home")
+    later = utc_now() + timedelta(days=400)
+    before = opened["n"]
+    kept = fresh_read(store_path, "maya.home", later)
+    assert opened["n"] == before
+    assert same_belief(kept, from_scratch(store_path, "maya.home", later))
+
+
+@pytest.mark.parametrize("write", ["message", "settlement", "rejection"])
+def test_any_write_makes_what_was_kept_stop_counting(store_path, write):
+    before = fresh_read(store_path, "maya.diet")
+    with doxa.open(store_path) as memory:
+        if write == "message":
+            memory.ingest([{"type": "message", "id": "late", "source": "maya-chat", "sent_at": "2026-06-10",
+                            "text": "I eat meat again"},
+                           {"type": "reading", "message": "late", "question": "maya.diet", "reader": "r",
+                            "probs": {"vegetarian": 0.02, "eats fish": 0.02, "eats meat": 0.96}}])
+        elif write == "settlement":
+            memory.ingest([{"type": "settlement", "question": "maya.diet", "answer": "eats meat",
+                            "at": "2026-06-11", "how": "correction"}])
+        else:
+            memory.ingest([{"type": "rejection", "question": "maya.diet", "answer": "vegetarian", "at": "2026-06-11"}])
+    after = fresh_read(store_path, "maya.diet")
+    assert same_belief(after, from_scratch(store_path, "maya.diet"))
+    assert after["answers"] != before["answers"]
+
+
+def test_a_read_before_the_newest_evidence_is_filtered_from_the_store(store_path, opened):
+    fresh_read(store_path, "maya.diet")
+    with doxa.open(store_path) as memory:
+        newest = memory.store.newest_evidence_time()
+    before = opened["n"]
+    past = newest - timedelta(days=30)
+    kept = fresh_read(store_path, "maya.diet", past)
+    assert opened["n"] == before + 1
+    assert same_belief(kept, from_scratch(store_path, "maya.diet", past))
+
+
+def test_a_store_changed_behind_doxas_back_is_read_again(store_path, tmp_path):
+    other = str(tmp_path / "other.duckdb")
+    with doxa.open(other) as memory:
+        memory.ingest_file(EXAMPLES / "maya.jsonl")
+        memory.ingest([{"type": "settlement", "question": "maya.diet", "answer": "eats fish", "at": "2026-06-11",
+                        "how": "correction"}])
+    before = fresh_read(store_path, "maya.diet")
+    shutil.copyfile(other, store_path)  # a backup restored over the store: no doxa writer saw it
+    after = fresh_read(store_path, "maya.diet")
+    assert after["answers"] != before["answers"] and same_belief(after, from_scratch(store_path, "maya.diet"))
+
+
+def test_nothing_is_kept_or_used_while_a_writer_has_the_store(store_path, opened):
+    fresh_read(store_path, "maya.diet")
+    writer = Store.open(store_path)
+    with writer.writing():
+        assert belief_cache.generation(store_path) is None
+        before = opened["n"]
+        assert same_belief(fresh_read(store_path, "maya.diet"), from_scratch(store_path, "maya.diet"))
+        assert opened["n"] > before  # read from the store, not from what was kept
+    writer.close()
+    assert belief_cache.generation(store_path) is not None
+
+
+def test_a_torn_or_foreign_entry_is_a_miss(store_path):
+    fresh_read(store_path, "maya.diet")
+    folder = belief_cache.cache_dir(store_path)
+    entry_file = next(p for p in folder.iterdir() if p.suffix == ".json")
+    entry_file.write_text('{"format": 1, "question": "maya.di', encoding="utf-8")
+    assert same_belief(fresh_read(store_path, "maya.diet"), from_scratch(store_path, "maya.diet"))
+    entry = json.loads(entry_file.read_text(encoding="utf-8"))  # rewritten whole by that read
+    entry["question"] = "sam.diet"
+    entry_file.write_text(json.dumps(entry), encoding="utf-8")
+    assert same_belief(fresh_read(store_path, "maya.diet"), from_scratch(store_path, "maya.diet"))
+
+
+def test_a_read_of_an_unknown_question_still_says_so(store_path):
+    fresh_read(store_path, "maya.diet")
+    with pytest.raises(Exception, match="nowhere"):
+        fresh_read(store_path, "nowhere")
+
+
+def test_the_cli_answers_from_what_an_earlier_read_kept(store_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", "from doxa.cli import main; main()", "belief", "maya.diet", "--db", store_path,
+               "--json"]
+    first = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    second = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    assert same_belief(first, second)
+    np.testing.assert_allclose(list(second["answers"].values()),
+                               list(from_scratch(store_path, "maya.diet")["answers"].values()), atol=1e-6)
