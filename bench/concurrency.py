@@ -176,28 +176,43 @@ def all_beliefs_ratio(db: str, repeats: int) -> dict:
 
 
 def after_new_message(db: str, work: Path, question: str, runs: int) -> dict:
+    """`doxa belief` of a question that just heard one new message, as fresh processes, against the floor.
+
+    ``first read after a new message``: each run ingests a new message first, so the read opens
+    the store (and keeps the question's inputs beside it); ``doxa belief``: the reads after
+    that one, which use what it kept (data/belief_cache.py)."""
     from doxa.data.store import Store
 
     with Store.open(db) as store:
         options = store.question(question)["options"]
-    path = work / "one-new.jsonl"
-    mid = f"one-new-{time.time_ns()}"
-    path.write_text(json.dumps({"type": "message", "id": mid, "source": "src00002",
-                                "sent_at": (S.AT - timedelta(hours=2)).isoformat(), "text": "one new message"})
-                    + "\n" + json.dumps({"type": "reading", "message": mid, "question": question,
-                                         "reader": "reader-1",
-                                         "probs": {o: 1.0 / len(options) for o in options}}) + "\n")
-    subprocess.run(doxa("ingest", str(path), "--db", db), check=True, capture_output=True, env=ENV)
-    walls = {}
-    for name, command in {"doxa belief": doxa("belief", question, "--db", db, "--json"),
-                          "python -c 'import duckdb, numpy'": [sys.executable, "-c", "import duckdb, numpy"]}.items():
+
+    def ingest_one() -> None:
+        path = work / "one-new.jsonl"
+        mid = f"one-new-{time.time_ns()}"
+        path.write_text(json.dumps({"type": "message", "id": mid, "source": "src00002",
+                                    "sent_at": (S.AT - timedelta(hours=2)).isoformat(), "text": "one new message"})
+                        + "\n" + json.dumps({"type": "reading", "message": mid, "question": question,
+                                             "reader": "reader-1",
+                                             "probs": {o: 1.0 / len(options) for o in options}}) + "\n")
+        subprocess.run(doxa("ingest", str(path), "--db", db), check=True, capture_output=True, env=ENV)
+
+    def timed(command) -> float:
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True, env=ENV)
+        return time.perf_counter() - start
+
+    belief = doxa("belief", question, "--db", db, "--json")
+    floor = [sys.executable, "-c", "import duckdb, numpy"]
+    for command in (belief, floor):
         subprocess.run(command, check=True, capture_output=True, env=ENV)  # writes the bytecode cache, if missing
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run(command, check=True, capture_output=True, env=ENV)
-            times.append(time.perf_counter() - start)
-        walls[name] = statistics.median(times)
+    firsts = []
+    for _ in range(runs):
+        ingest_one()
+        firsts.append(timed(belief))
+    walls = {"first read after a new message": statistics.median(firsts),
+             "doxa belief": statistics.median([timed(belief) for _ in range(runs)]),
+             "python -c 'import duckdb, numpy'": statistics.median([timed(floor) for _ in range(runs)])}
+    walls["ratio, first read"] = walls["first read after a new message"] / walls["python -c 'import duckdb, numpy'"]
     walls["ratio"] = walls["doxa belief"] / walls["python -c 'import duckdb, numpy'"]
     return walls
 
@@ -274,8 +289,9 @@ def main() -> None:
           f"{ratio['scan (median)']:.3f} s; ratio {ratio['ratio']:.1f}")
     cold = after_new_message(db, work, questions[3], args.runs)
     floor = cold["python -c 'import duckdb, numpy'"]
-    print(f"`doxa belief` after one new message: {cold['doxa belief']:.3f} s; floor {floor:.3f} s; ratio "
-          f"{cold['ratio']:.2f} (goal ≤ 1.2)")
+    print(f"`doxa belief` after one new message: the first read {cold['first read after a new message']:.3f} s "
+          f"(ratio {cold['ratio, first read']:.2f}), the reads after it {cold['doxa belief']:.3f} s; floor "
+          f"{floor:.3f} s; ratio {cold['ratio']:.2f} (goal ≤ 1.2)")
     cost = release_cost(db, questions[5], 20)
     print("a long-lived owner: " + "; ".join(f"{k} {v * 1000:.1f} ms" for k, v in cost.items()))
 
