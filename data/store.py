@@ -216,6 +216,11 @@ class Store:
             self._connect("read" if self.read_only else "write")
         return self._con
 
+    @property
+    def is_open(self) -> bool:
+        """Whether this store has its file open now (a session, or :attr:`con` used outside one)."""
+        return self._con is not None
+
     def reading(self):
         """A session that reads: the file held read-only until the outermost session ends."""
         return self.session("read")

@@ -278,11 +278,11 @@ class Memory:
             return at, states.beliefs_at(self.store, self.params(), question_ids, at, subjects=subjects)
 
     def _kept_belief(self, question_id: str, at: datetime) -> scorer.Beliefs | None:
-        """One question's belief from the inputs a read kept beside the store (data/belief_cache.py),
-        without opening it; None when there are none that count, after reading them from the
-        store and keeping them for the next read. Only where this call would open the store
-        itself (nothing of this process's is open on it, so no write of its own is half done)."""
-        if not self.keep_states or self.store.in_memory or self.store._con is not None:
+        """One question's belief through what reads keep beside the store (data/belief_cache.py): from
+        a kept entry that counts, opening nothing; else read from the store and kept for the next
+        read. None where keeping does not apply: a store in memory, or one this process has open
+        already (a write of its own may be half done), or while a writer has it."""
+        if not self.keep_states or self.store.in_memory or self.store.is_open:
             return None
         from doxa.data import belief_cache
 
