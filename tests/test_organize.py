@@ -241,3 +241,21 @@ def test_a_known_subject_is_found_under_the_models_spelling_of_its_id_or_name():
     # "ann_lee" could be Ann (alias "Ann Lee", shown) or ann-lee: no guess, the model is asked
     assert problems == ["new_questions ('Which Ann?'): subject 'ann_lee' is neither a known subject id "
                         "nor in new_subjects"]
+
+
+def test_a_link_to_the_question_the_same_reply_creates_is_that_new_question_not_a_fault():
+    """Seen on a real 1.5B model in 8 of 32 messages: it creates "pablo-castro.home_city" and also
+    lists that id in "links". The link is the new question itself; only links to questions that
+    neither exist nor are being created are faults to send back."""
+    req = OrganizerRequest(text="Pablo moved to Lima.", source="pablo-chat", source_path="person/self/chat/pablo-chat",
+                           sent_at=datetime(2026, 5, 1), known_subject_ids=frozenset({"pablo-castro"}),
+                           subjects=[{"id": "pablo-castro", "name": "Pablo Castro", "aliases": []}],
+                           questions=[{"id": "pablo-castro.diet", "subject": "pablo-castro"}])
+    output = OrganizerOutput.model_validate({
+        "links": ["pablo-castro.home_city", "pablo-castro.diet", "pablo-castro.job"],
+        "new_questions": [{"subject": "pablo-castro", "kind": "home_city", "text": "Where does Pablo live?",
+                           "shape": "choice", "options": ["Lima", "elsewhere"]}]})
+    clean, problems = check_output(output, req)
+    assert clean.links == ["pablo-castro.diet", "pablo-castro.job"]
+    assert [q.kind for q in clean.new_questions] == ["home_city"]
+    assert problems == ["links: 'pablo-castro.job' is not one of the existing question ids listed; link only those"]

@@ -182,9 +182,6 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
     problems: list[str] = []
     shown = {q["id"] for q in request.questions}
     links = list(dict.fromkeys(link.strip() for link in output.links))
-    for link in links:
-        if link not in shown:
-            problems.append(f"links: {link!r} is not one of the existing question ids listed; link only those")
     known = known_subject_resolver(request)
     new_subjects, seen_subjects = [], set()
     for s in output.new_subjects:
@@ -221,6 +218,13 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
             problems.append(f"{where}: kind {q.kind!r} has no letters: give a snake_case name such as \"diet\"")
         questions.append(NewQuestion(subject=subject, kind=kind, text=" ".join(q.text.split()), shape=q.shape,
                                      options=options))
+    # a model often also "links" the question it creates in the same reply, by the id that question
+    # will get (subject.kind): that link is the new question itself, which is read anyway
+    creating = {f"{q.subject}.{q.kind}" for q in questions} | {f"{q.subject}.{q.kind}" for q in output.new_questions}
+    links = [link for link in links if link in shown or link not in creating]
+    for link in links:
+        if link not in shown:
+            problems.append(f"links: {link!r} is not one of the existing question ids listed; link only those")
     relations = []
     for r in output.new_relations:
         ends = (subject_id(r.from_), subject_id(r.to))
