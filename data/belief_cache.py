@@ -30,6 +30,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .durable import fsync_path
+
 GENERATION = "generation"
 
 
@@ -37,23 +39,15 @@ def cache_dir(db_path: str) -> Path:
     return Path(str(db_path) + ".beliefs")
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _replace(folder: Path, name: str, text: str, *, durable: bool) -> None:
     temporary = folder / f".tmp-{os.getpid()}-{os.urandom(4).hex()}-{name}"
     with open(temporary, "w", encoding="utf-8") as handle:
         handle.write(text)
     if durable:
-        _fsync(temporary)
+        fsync_path(temporary)
     os.replace(temporary, folder / name)
     if durable:
-        _fsync(folder)
+        fsync_path(folder)
 
 
 WRITING = "writing-"

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .connection import remove_dead_writers_files
+from .durable import fsync_path
 
 #: Above this many reads a side file is Parquet (written from the scorer's arrays).
 SMALL_LOG = 5000
@@ -39,28 +40,16 @@ def _utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _publish(folder: Path, suffix: str, write) -> Path:
     """Write a side file under a temporary name, make it durable, and give it its final name."""
     folder.mkdir(exist_ok=True)
     stem = f"{os.getpid()}-{time.time_ns()}-{os.urandom(4).hex()}"
     temporary = folder / f".tmp-{stem}{suffix}"
     write(temporary)
-    fd = os.open(temporary, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(temporary)
     final = folder / f"{stem}{suffix}"
     os.replace(temporary, final)
-    _fsync_dir(folder)
+    fsync_path(folder)
     return final
 
 

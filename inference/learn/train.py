@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from doxa.data.connection import remove_dead_writers_files
+from doxa.data.durable import fsync_path
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.choice import choose_form
@@ -332,7 +333,7 @@ def publish_with_posterior(store, document: dict[str, Any], staged: Path | None,
             target = folder / f"v{version}.nc"
             os.replace(staged, target)
             final.append(target)
-            _fsync_dir(folder)
+            fsync_path(folder)
 
     try:
         version = store.publish_params(document, before_commit=put_in_place)
@@ -355,14 +356,6 @@ def remove_leftovers(folder: Path, published: set[int] | None) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _finite(value):
