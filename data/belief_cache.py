@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .durable import fsync_path
+from .durable import rename_into_place
 
 GENERATION = "generation"
 
@@ -43,11 +43,7 @@ def _replace(folder: Path, name: str, text: str, *, durable: bool) -> None:
     temporary = folder / f".tmp-{os.getpid()}-{os.urandom(4).hex()}-{name}"
     with open(temporary, "w", encoding="utf-8") as handle:
         handle.write(text)
-    if durable:
-        fsync_path(temporary)
-    os.replace(temporary, folder / name)
-    if durable:
-        fsync_path(folder)
+    rename_into_place(temporary, folder / name, durable=durable)
 
 
 WRITING = "writing-"

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .connection import remove_dead_writers_files
-from .durable import fsync_path
+from .durable import rename_into_place
 
 #: Above this many reads a side file is Parquet (written from the scorer's arrays).
 SMALL_LOG = 5000
@@ -46,10 +46,8 @@ def _publish(folder: Path, suffix: str, write) -> Path:
     stem = f"{os.getpid()}-{time.time_ns()}-{os.urandom(4).hex()}"
     temporary = folder / f".tmp-{stem}{suffix}"
     write(temporary)
-    fsync_path(temporary)
     final = folder / f"{stem}{suffix}"
-    os.replace(temporary, final)
-    fsync_path(folder)
+    rename_into_place(temporary, final)
     return final
 
 
