@@ -175,12 +175,14 @@ def all_beliefs_ratio(db: str, repeats: int) -> dict:
             "ratio": statistics.median(beliefs) / statistics.median(scans)}
 
 
-def after_new_message(db: str, work: Path, question: str, runs: int) -> dict:
+def after_new_message(db: str, work: Path, question: str, runs: int, other: str | None = None) -> dict:
     """`doxa belief` of a question that just heard one new message, as fresh processes, against the floor.
 
-    ``first read after a new message``: each run ingests a new message first, so the read opens
-    the store (and keeps the question's inputs beside it); ``doxa belief``: the reads after
-    that one, which use what it kept (data/belief_cache.py)."""
+    ``first read after a new message``: each run ingests a new message about ``question`` first;
+    the ingest keeps the question's inputs beside the store as it closes it
+    (data/belief_cache.py), and the read uses them. ``first read of another question``: the
+    same, reading ``other``, which the message did not touch, so the read opens the store (and
+    keeps what it read). ``doxa belief``: the reads after those, which use what was kept."""
     from doxa.data.store import Store
 
     with Store.open(db) as store:
@@ -205,15 +207,23 @@ def after_new_message(db: str, work: Path, question: str, runs: int) -> dict:
     floor = [sys.executable, "-c", "import duckdb, numpy"]
     for command in (belief, floor):
         subprocess.run(command, check=True, capture_output=True, env=ENV)  # writes the bytecode cache, if missing
-    firsts = []
+    firsts, others = [], []
     for _ in range(runs):
         ingest_one()
         firsts.append(timed(belief))
+        if other is not None:
+            ingest_one()
+            others.append(timed(doxa("belief", other, "--db", db, "--json")))
     walls = {"first read after a new message": statistics.median(firsts),
              "doxa belief": statistics.median([timed(belief) for _ in range(runs)]),
              "python -c 'import duckdb, numpy'": statistics.median([timed(floor) for _ in range(runs)])}
-    walls["ratio, first read"] = walls["first read after a new message"] / walls["python -c 'import duckdb, numpy'"]
-    walls["ratio"] = walls["doxa belief"] / walls["python -c 'import duckdb, numpy'"]
+    if others:
+        walls["first read of another question after a new message"] = statistics.median(others)
+    base = walls["python -c 'import duckdb, numpy'"]
+    walls["ratio, first read"] = walls["first read after a new message"] / base
+    if others:
+        walls["ratio, first read of another question"] = walls["first read of another question after a new message"] / base
+    walls["ratio"] = walls["doxa belief"] / base
     return walls
 
 
@@ -287,11 +297,13 @@ def main() -> None:
     print(f"\nevery belief at once with the read log ({ratio['beliefs']:,} beliefs, {ratio['kept states used']:,} "
           f"from kept states): {ratio['all beliefs (median)']:.3f} s; one scan of readings "
           f"{ratio['scan (median)']:.3f} s; ratio {ratio['ratio']:.1f}")
-    cold = after_new_message(db, work, questions[3], args.runs)
+    cold = after_new_message(db, work, questions[3], args.runs, other=questions[4])
     floor = cold["python -c 'import duckdb, numpy'"]
-    print(f"`doxa belief` after one new message: the first read {cold['first read after a new message']:.3f} s "
-          f"(ratio {cold['ratio, first read']:.2f}), the reads after it {cold['doxa belief']:.3f} s; floor "
-          f"{floor:.3f} s; ratio {cold['ratio']:.2f} (goal ≤ 1.2)")
+    print(f"`doxa belief` after one new message (floor {floor:.3f} s; goal ≤ 1.2× the floor): the question it "
+          f"touched, first read {cold['first read after a new message']:.3f} s ({cold['ratio, first read']:.2f}×); "
+          f"another question, first read {cold['first read of another question after a new message']:.3f} s "
+          f"({cold['ratio, first read of another question']:.2f}×); the reads after those {cold['doxa belief']:.3f} s "
+          f"({cold['ratio']:.2f}×)")
     cost = release_cost(db, questions[5], 20)
     print("a long-lived owner: " + "; ".join(f"{k} {v * 1000:.1f} ms" for k, v in cost.items()))
 

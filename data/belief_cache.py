@@ -20,6 +20,13 @@ log's) inode, size and modification time as they were before its read: a store c
 anything else (a DuckDB shell, a backup copied over it) or gone misses too. Entries are plain
 files replaced atomically; a missing, torn or foreign one is a miss. The folder holds at most
 one file per question ever read this way.
+
+A writer keeps the entries of the questions it changed (:func:`close_generation`), so that the
+first read after a new message opens nothing either. It computes them just before it closes
+the store, when nothing else can change it, takes the file stamp after the close, and tags them
+with the fresh token only if the token still says *its own* writing: a writer that opened the
+store after the close has marked it writing before any write of its own could commit, so either
+this writer sees that mark and keeps nothing, or that write, coming later, changes the stamp.
 """
 
 from __future__ import annotations
@@ -49,22 +56,44 @@ def _replace(folder: Path, name: str, text: str, *, durable: bool) -> None:
 WRITING = "writing-"
 
 
-def new_generation(db_path: str, *, writing: bool) -> None:
-    """A writer opens the store (``writing``: call before any write can commit) or closes it: every
-    entry kept so far stops counting."""
+def open_generation(db_path: str) -> str:
+    """A writer has opened the store (call before any write can commit): every entry kept so far
+    stops counting, and nothing is kept or used until it closes. Returns its writing token."""
     folder = cache_dir(db_path)
     folder.mkdir(exist_ok=True)
-    _replace(folder, GENERATION, (WRITING if writing else "") + os.urandom(12).hex(), durable=writing)
+    token = WRITING + os.urandom(12).hex()
+    _replace(folder, GENERATION, token, durable=True)
+    return token
+
+
+def _token(db_path: str) -> str | None:
+    try:
+        return (cache_dir(db_path) / GENERATION).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def close_generation(db_path: str, writing_token: str, entries: dict[str, dict[str, Any]] | None = None) -> bool:
+    """The writer that opened the store with ``writing_token`` has closed it: start a fresh
+    generation and keep ``entries`` (question id → entry, computed before the close) in it.
+    Nothing is done where another writer has opened the store since (its close starts the next
+    generation). Returns whether the fresh generation was started."""
+    stamp = file_stamp(db_path)  # after the close: closing may checkpoint into the file
+    if _token(db_path) != writing_token:
+        return False
+    token = os.urandom(12).hex()
+    _replace(cache_dir(db_path), GENERATION, token, durable=False)
+    if stamp is not None:
+        for question, entry in (entries or {}).items():
+            save(db_path, question, token, stamp, entry)
+    return True
 
 
 def generation(db_path: str) -> str | None:
     """The store's generation; None while a writer has it open, or before any writer marked one:
     then nothing may be kept or used."""
-    try:
-        token = (cache_dir(db_path) / GENERATION).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return None if not token or token.startswith(WRITING) else token
+    token = _token(db_path)
+    return None if token is None or token.startswith(WRITING) else token
 
 
 def file_stamp(db_path: str) -> list | None:
@@ -114,4 +143,4 @@ def save(db_path: str, question: str, generation_token: str, stamp: list, entry:
         pass
 
 
-__all__ = ["cache_dir", "new_generation", "generation", "file_stamp", "load", "save", "WRITING"]
+__all__ = ["cache_dir", "open_generation", "close_generation", "generation", "file_stamp", "load", "save", "WRITING"]

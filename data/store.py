@@ -38,6 +38,9 @@ from .times import FAR_FUTURE, from_days, to_days  # noqa: F401 - part of this m
 
 DEFAULT_DB = "doxa.duckdb"
 SCHEMA_VERSION = "6"
+#: a write session that changed at most this many questions keeps their belief-cache entries
+#: as it closes (data/belief_cache.py); a bigger write leaves them to the first reads
+KEEP_AT_CLOSE = 100
 from .read_log import SMALL_LOG  # noqa: E402 - re-exported: up to this many reads are logged as JSON Lines
 
 
@@ -176,6 +179,12 @@ class Store:
         self.folded_reads = 0
         #: called with what an ingest changed, inside its write session (the Memory refreshes kept states)
         self.on_evidence_change = None
+        #: called with the questions this write session's ingests changed (at most
+        #: :data:`KEEP_AT_CLOSE`), just before it closes the file: returns their belief-cache
+        #: entries (data/belief_cache.py), computed by the Memory
+        self.entries_at_close = None
+        self._changed_questions: set[str] = set()
+        self._writing_token: str | None = None
         #: which path stored the last ingest_lines/ingest_file: "fast" (fast_ingest) or "per-line"
         self.last_ingest_path: str | None = None
         #: seconds per phase of the last fast ingest (benchmarks)
@@ -260,10 +269,11 @@ class Store:
         con = connect(path, read_only=read_only, timeout=self.lock_timeout)
         if not read_only and not self.in_memory:
             try:  # before anything this connection writes can commit (data/belief_cache.py)
-                belief_cache.new_generation(path, writing=True)
+                self._writing_token = belief_cache.open_generation(path)
             except BaseException:
                 con.close()
                 raise
+            self._changed_questions = set()
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
         try:
             con.execute("SET enable_progress_bar = false")
@@ -286,16 +296,30 @@ class Store:
 
     def _disconnect(self) -> None:
         if self._con is not None:
-            con, self._con, mode = self._con, None, self._mode
+            mode = self._mode
+            entries = self._entries_to_keep() if mode == "write" and not self.in_memory else {}
+            con, self._con = self._con, None
             self._mode = None
             con.close()
-            if mode == "write" and not self.in_memory:
+            if mode == "write" and not self.in_memory and self._writing_token is not None:
                 from . import belief_cache
 
                 try:
-                    belief_cache.new_generation(self.path, writing=False)
+                    belief_cache.close_generation(self.path, self._writing_token, entries)
                 except OSError:
                     pass  # the token still says "writing": nothing is kept or used, which is safe
+                self._writing_token = None
+
+    def _entries_to_keep(self) -> dict:
+        """Belief-cache entries of the questions this session's ingests changed, while the file is
+        still held (best effort: keeping them never fails a write)."""
+        changed, self._changed_questions = self._changed_questions, set()
+        if not changed or len(changed) > KEEP_AT_CLOSE or self.entries_at_close is None:
+            return {}
+        try:
+            return self.entries_at_close(sorted(changed))
+        except Exception:  # noqa: BLE001 - a cache that cannot be filled is only a slower first read
+            return {}
 
     def release(self) -> None:
         """Close the file now (it reopens at the next use); a no-op for ``:memory:`` and inside a session."""
@@ -425,6 +449,7 @@ class Store:
                     except fast_ingest.NotProved as why:
                         fast_ingest.debug(why.reason)
                         return None, list(replay.again()) if replay.iterator is not None else replay.again()
+                    self._changed_questions.update(changes.get("questions") or ())
                     if changes.get("questions") and self.on_evidence_change is not None:
                         self.on_evidence_change(changes)  # still holding the file: nothing came in between
                     self.last_ingest_path = "fast"
@@ -466,6 +491,7 @@ class Store:
             self.use_one_thread(False)
             changes: dict[str, Any] = {}
             added = writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also, changes=changes)
+            self._changed_questions.update(changes.get("questions") or ())
             if changes and self.on_evidence_change is not None:
                 self.on_evidence_change(changes)  # still holding the file: nothing came in between
             return added

@@ -59,13 +59,74 @@ def same_belief(a: dict, b: dict) -> bool:
     return {**a, "at": None} == {**b, "at": None}
 
 
+def forget_kept(path: str) -> None:
+    """Drop every kept entry (the generation stays): the next read of each question opens the store."""
+    for entry_file in belief_cache.cache_dir(path).glob("*.json"):
+        entry_file.unlink()
+
+
+def kept_now(path: str) -> set[str]:
+    """The questions with an entry that counts in the store's current generation."""
+    entries = [json.loads(f.read_text(encoding="utf-8")) for f in belief_cache.cache_dir(path).glob("*.json")]
+    return {e["question"] for e in entries if e["generation"] == belief_cache.generation(path)}
+
+
 def test_the_second_read_of_a_question_opens_nothing_and_equals_a_read_from_scratch(store_path, opened):
+    forget_kept(store_path)
     at = utc_now()
     first = fresh_read(store_path, "maya.diet", at)
     assert opened["n"] == 1
     second = fresh_read(store_path, "maya.diet", at)
     assert opened["n"] == 1  # answered from what the first read kept
     assert first == second and same_belief(second, from_scratch(store_path, "maya.diet", at))
+
+
+def test_the_first_read_after_a_write_opens_nothing_for_the_questions_it_changed(store_path, opened):
+    with doxa.open(store_path) as memory:
+        memory.ingest([{"type": "message", "id": "late", "source": "maya-chat", "sent_at": "2026-06-10",
+                        "text": "I eat meat again"},
+                       {"type": "reading", "message": "late", "question": "maya.diet", "reader": "r",
+                        "probs": {"vegetarian": 0.02, "eats fish": 0.02, "eats meat": 0.96}}])
+    assert kept_now(store_path) == {"maya.diet"}  # only what the write changed: the rest stopped counting
+    before = opened["n"]
+    read = fresh_read(store_path, "maya.diet")
+    assert opened["n"] == before  # answered from what the writer kept as it closed
+    assert same_belief(read, from_scratch(store_path, "maya.diet")) and read["top"] == "eats meat"
+    fresh_read(store_path, "maya.home")
+    assert opened["n"] == before + 2  # a question the write did not touch is read (and the scratch read above)
+
+
+def test_a_writer_keeps_nothing_once_another_writer_has_opened_the_store(store_path, opened):
+    forget_kept(store_path)
+    store = Store.open(store_path)
+    with store.writing():
+        store.ingest_records([{"type": "settlement", "question": "maya.diet", "answer": "eats fish",
+                               "at": "2026-06-11", "how": "correction"}])
+        # another process opens the store the moment this one closes it: its mark comes first
+        original_close = store.con.close
+
+        def close_then_other_writer_opens():
+            original_close()
+            belief_cache.open_generation(store_path)
+
+        store._con = _CloseHook(store.con, close_then_other_writer_opens)
+    assert belief_cache.generation(store_path) is None  # still the other writer's: nothing may count
+    assert not list(belief_cache.cache_dir(store_path).glob("*.json"))
+    store.close()
+    assert belief_cache.generation(store_path) is None  # this writer's own close does not mark over it either
+
+
+class _CloseHook:
+    """A connection whose close runs ``on_close`` instead (everything else passes through)."""
+
+    def __init__(self, con, on_close):
+        self._con, self._on_close = con, on_close
+
+    def close(self):
+        self._on_close()
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
 
 
 def test_a_read_later_in_time_decays_the_kept_state_as_a_read_from_scratch_does(store_path, opened):
@@ -132,6 +193,7 @@ def test_nothing_is_kept_or_used_while_a_writer_has_the_store(store_path, opened
 
 
 def test_a_torn_or_foreign_entry_is_a_miss(store_path):
+    forget_kept(store_path)
     fresh_read(store_path, "maya.diet")
     folder = belief_cache.cache_dir(store_path)
     entry_file = next(p for p in folder.iterdir() if p.suffix == ".json")

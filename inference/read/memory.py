@@ -198,6 +198,7 @@ class Memory:
         #: read beliefs from the kept filter states (inference/read/states.py); off: filter every read from scratch
         self.keep_states = keep_states
         store.on_evidence_change = self._refresh_states
+        store.entries_at_close = self._entries_at_close
 
     def _refresh_states(self, changes: dict[str, Any]) -> None:
         from . import states
@@ -205,6 +206,18 @@ class Memory:
         touched = changes.get("questions") or set()
         if self.keep_states and touched and not changes.get("structure") and len(touched) <= states.REFRESH_AT_INGEST:
             states.refresh(self.store, self.params(), sorted(touched))
+
+    def _entries_at_close(self, question_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What reads of ``question_ids`` would keep beside the store (data/belief_cache.py), read
+        by a writer just before it closes the store, so that their first read opens nothing."""
+        if not self.keep_states:
+            return {}
+        from . import states
+
+        at = utc_now()
+        with self.store.reading():
+            inputs = states.read_inputs(self.store, self.params(), question_ids, at)
+            return states.cache_entries(inputs, at, self.store.rejections_up_to(inputs.questions, None))
 
     @classmethod
     def open(cls, path=None, *, lock_timeout: float | None = None, **kwargs) -> "Memory":
@@ -300,9 +313,9 @@ class Memory:
             self.store.question(question_id)  # clear error for unknown ids
             inputs = states.read_inputs(self.store, self.params(), [question_id], at)
             if len(inputs.questions.ids) == 1:
-                kept = states.cache_entry(inputs, at, self.store.rejections_up_to(inputs.questions, None))
-                if kept is not None:
-                    belief_cache.save(self.store.path, question_id, token, stamp, kept)
+                kept = states.cache_entries(inputs, at, self.store.rejections_up_to(inputs.questions, None))
+                if question_id in kept:
+                    belief_cache.save(self.store.path, question_id, token, stamp, kept[question_id])
         return states.beliefs_from_inputs(inputs, t_query)
 
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":

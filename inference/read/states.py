@@ -193,29 +193,35 @@ _QUESTION_FIELDS = ("ids", "subjects", "kinds", "texts", "shapes", "options_key"
 REJECTION_MARGIN_DAYS = 1e-6
 
 
-def cache_entry(inputs: ReadInputs, at: datetime, all_rejections: dict[str, np.ndarray]) -> dict[str, Any] | None:
-    """``inputs`` of one question, read at ``at``, as JSON for :mod:`doxa.data.belief_cache`; None
-    where they may not be kept. Kept are only inputs read at or after the store's newest evidence
-    (they hold all of it), with *every* rejection of the question (``all_rejections``); they count
-    for reads from then on (:func:`entry_counts_at`), and before that a read filters as usual."""
+def cache_entries(inputs: ReadInputs, at: datetime, all_rejections: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """``inputs`` read at ``at``, as one JSON entry per question for :mod:`doxa.data.belief_cache`
+    (question id → entry). Kept are only inputs read at or after the store's newest evidence (they
+    hold all of it; else there are none), with *every* rejection of each question
+    (``all_rejections``, indexed as ``inputs``); they count for reads from then on
+    (:func:`entry_counts_at`), and before that a read filters as usual. Each entry is what a read
+    of its question alone would keep: one question's table, state and prior, its rejections."""
     qt = inputs.questions
     newest = to_days(inputs.newest) if inputs.newest is not None else -np.inf
-    if len(qt.ids) != 1 or to_days(at) < newest:
-        return None
-    times = [float(t) for t in all_rejections["t"]]
-    return {
-        "format": 1,
-        "table": {name: np.asarray(getattr(qt, name), dtype=object).tolist() for name in _QUESTION_FIELDS}
-                    | {"options": [list(o) for o in qt.options], "n_options": qt.n_options.tolist(),
-                       "option_group": qt.option_group.tolist(), "id_hash": [int(h) for h in qt.id_hash]},
-        "state": inputs.state.tolist(), "last_t": inputs.last_t.tolist(),
-        "n_evidence": inputs.n_evidence.tolist(), "n_settled": inputs.n_settled.tolist(),
-        "prior": inputs.prior.tolist(), "rate": inputs.rate.tolist(),
-        "rejections": {"q": all_rejections["q"].tolist(), "t": times,
-                       "answer": all_rejections["answer"].tolist()},
-        "calibration": inputs.calibration, "params_version": inputs.params_version,
-        "newest_days": newest, "last_rejection_days": max(times, default=-np.inf),
-    }
+    if to_days(at) < newest:
+        return {}
+    entries = {}
+    for i, question in enumerate(qt.ids.tolist()):
+        k = int(qt.n_options[i])
+        mine = all_rejections["q"] == i
+        times = [float(t) for t in all_rejections["t"][mine]]
+        entries[question] = {
+            "format": 1,
+            "table": {name: [np.asarray(getattr(qt, name), dtype=object)[i]] for name in _QUESTION_FIELDS}
+                        | {"options": [list(qt.options[i])], "n_options": [k], "option_group": [0],
+                           "id_hash": [int(qt.id_hash[i])]},
+            "state": [inputs.state[i, :k].tolist()], "last_t": [float(inputs.last_t[i])],
+            "n_evidence": [int(inputs.n_evidence[i])], "n_settled": [int(inputs.n_settled[i])],
+            "prior": [inputs.prior[i, :k].tolist()], "rate": [float(inputs.rate[i])],
+            "rejections": {"q": [0] * len(times), "t": times, "answer": all_rejections["answer"][mine].tolist()},
+            "calibration": inputs.calibration, "params_version": inputs.params_version,
+            "newest_days": newest, "last_rejection_days": max(times, default=-np.inf),
+        }
+    return entries
 
 
 def entry_counts_at(entry: dict[str, Any], t_query: float) -> bool:
@@ -225,7 +231,7 @@ def entry_counts_at(entry: dict[str, Any], t_query: float) -> bool:
 
 
 def inputs_from_entry(entry: dict[str, Any]) -> ReadInputs:
-    """The inputs kept by :func:`cache_entry`."""
+    """The inputs of one question kept by :func:`cache_entries`."""
     q = entry["table"]
     questions = QuestionTable(
         ids=np.asarray(q["ids"], dtype=object), subjects=np.asarray(q["subjects"], dtype=object),
@@ -263,4 +269,4 @@ def _only_questions(questions: QuestionTable, rejections: dict[str, np.ndarray] 
 
 
 __all__ = ["States", "ReadInputs", "compute", "write", "refresh", "refresh_changed_since", "read_inputs",
-           "beliefs_from_inputs", "beliefs_at", "cache_entry", "entry_counts_at", "inputs_from_entry", "version_key", "REFRESH_AT_INGEST"]
+           "beliefs_from_inputs", "beliefs_at", "cache_entries", "entry_counts_at", "inputs_from_entry", "version_key", "REFRESH_AT_INGEST"]
