@@ -7,26 +7,34 @@ calibration: :mod:`doxa.inference.read.states` says what) tagged with the store'
 *generation*; a later read of that question finds them there and computes its belief without
 opening the store, with the same numpy operations as every other read.
 
-The generation is a random token in ``<store>.beliefs/generation``. Opening the store for
-writing replaces it with a *writing* token (durably: fsync of the file and the folder, before
-any write can commit), and closing it again with a fresh one; while the token says writing,
-nothing is kept or used (a writer in another process holds the file anyway; one in this
-process may share its database with a reader). So an entry is used only if no writer has
-opened the store since the entry's reader read the token. A reader reads the token *before*
-it opens the store: a write that comes in between moves the token on, and the entry, tagged
-with the old one, is never used. A writer that dies leaves the writing token: nothing is
-used until the next writer closes. An entry also holds the store file's (and its write-ahead
-log's) inode, size and modification time as they were before its read: a store changed by
-anything else (a DuckDB shell, a backup copied over it) or gone misses too. Entries are plain
-files replaced atomically; a missing, torn or foreign one is a miss. The folder holds at most
-one file per question ever read this way.
+The generation lives in ``<store>.beliefs/generation``: a random token, the store file's (and
+its write-ahead log's) inode, size and modification time when it began, the store's newest
+evidence then, and the *links*: for each earlier generation still traced, the questions the
+write that ended it changed. Opening the store for writing replaces it with a *writing* mark
+(durably: fsync of the file and the folder, before any write can commit), and closing it with
+a fresh generation; while the mark says writing, nothing is kept or used (a writer in another
+process holds the file anyway; one in this process may share its database with a reader).
 
-A writer keeps the entries of the questions it changed (:func:`close_generation`), so that the
-first read after a new message opens nothing either. It computes them just before it closes
-the store, when nothing else can change it, takes the file stamp after the close, and tags them
-with the fresh token only if the token still says *its own* writing: a writer that opened the
-store after the close has marked it writing before any write of its own could commit, so either
+An entry counts if it was kept in the current generation, or in an earlier one that the links
+trace, and no write since changed its question (what a write changed comes from the store's
+own evidence epochs, the same bookkeeping that says when a kept filter state counts; a new
+parameter version, a merge, split or undo, or a migration changes every question and ends the
+trace). A reader reads the generation *before* it opens the store: a write that comes in
+between either changes the file (the stamp no longer matches, nothing is used) or lists what
+it changed in its link, so an entry read across it counts only for questions it left alone.
+A store changed by anything else (a DuckDB shell, a backup copied over it) no longer matches
+the stamp: nothing is used until a writer starts a fresh generation. A writer opens the trace
+only where it found the previous generation closed and the file as that generation stamped
+it; else (a writer that died, a file changed behind doxa's back) the trace starts afresh.
+
+A writer also keeps the entries of the questions it changed (:func:`close_generation`), so
+that the first read after a new message opens nothing either. It computes them just before it
+closes the store, when nothing else can change it, takes the stamp after the close, and
+starts the fresh generation only if the mark still says *its own* writing: a writer that
+opened the store after the close marked it before any write of its own could commit, so either
 this writer sees that mark and keeps nothing, or that write, coming later, changes the stamp.
+Entries are plain files replaced atomically; a missing, torn or foreign one is a miss. The
+folder holds at most one file per question ever read or written this way.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,46 +63,82 @@ def _replace(folder: Path, name: str, text: str, *, durable: bool) -> None:
 
 
 WRITING = "writing-"
+#: the links trace at most this many changed questions and this many writes; beyond, the oldest go
+MAX_TRACED_QUESTIONS = 2000
+MAX_TRACED_WRITES = 200
+
+
+@dataclass
+class Generation:
+    """The store's generation (see the module docstring)."""
+
+    token: str
+    stamp: list | None  # file_stamp() when it began
+    newest_days: float | None  # the store's newest evidence then (days); a read before it is filtered
+    links: list  # [[earlier token, [question keys the write that ended it changed]], ...], oldest first
+
+
+def question_key(question: str) -> str:
+    """A short key of a question id in the links (two ids with one key only cost a miss)."""
+    return hashlib.sha1(question.encode("utf-8")).hexdigest()[:10]
+
+
+def _marked(db_path: str) -> dict[str, Any] | None:
+    try:
+        state = json.loads((cache_dir(db_path) / GENERATION).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def open_generation(db_path: str) -> str:
-    """A writer has opened the store (call before any write can commit): every entry kept so far
-    stops counting, and nothing is kept or used until it closes. Returns its writing token."""
+    """A writer has opened the store (call before any write can commit): nothing is kept or used
+    until it closes. Returns its writing mark for :func:`close_generation`."""
     folder = cache_dir(db_path)
     folder.mkdir(exist_ok=True)
-    token = WRITING + os.urandom(12).hex()
-    _replace(folder, GENERATION, token, durable=True)
-    return token
+    current = _marked(db_path)
+    traced = (current is not None and isinstance(current.get("token"), str)
+              and current.get("stamp") == file_stamp(db_path) and isinstance(current.get("links"), list))
+    mark = WRITING + os.urandom(12).hex()
+    _replace(folder, GENERATION, json.dumps({"writing": mark, "from": current["token"] if traced else None,
+                                             "links": current["links"] if traced else []}), durable=True)
+    return mark
 
 
-def _token(db_path: str) -> str | None:
-    try:
-        return (cache_dir(db_path) / GENERATION).read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def close_generation(db_path: str, writing_token: str, entries: dict[str, dict[str, Any]] | None = None) -> bool:
-    """The writer that opened the store with ``writing_token`` has closed it: start a fresh
-    generation and keep ``entries`` (question id → entry, computed before the close) in it.
-    Nothing is done where another writer has opened the store since (its close starts the next
-    generation). Returns whether the fresh generation was started."""
+def close_generation(db_path: str, writing_mark: str, entries: dict[str, dict[str, Any]] | None = None, *,
+                     changed: "list[str] | None" = None, newest_days: float | None = None) -> bool:
+    """The writer that opened the store with ``writing_mark`` has closed it: start a fresh
+    generation, linked to the one it opened on through ``changed`` (the questions it changed;
+    None: every question, or not known), and keep ``entries`` (question id → entry, computed
+    before the close) in it. ``newest_days``: the store's newest evidence. Nothing is done where
+    another writer has opened the store since (its close starts the next generation). Returns
+    whether the fresh generation was started."""
     stamp = file_stamp(db_path)  # after the close: closing may checkpoint into the file
-    if _token(db_path) != writing_token:
+    current = _marked(db_path)
+    if current is None or current.get("writing") != writing_mark:
         return False
+    links: list = []
+    if changed is not None and current.get("from") is not None:
+        links = list(current.get("links") or []) + [[current["from"], sorted({question_key(q) for q in changed})]]
+        while links and (len(links) > MAX_TRACED_WRITES or sum(len(keys) for _, keys in links) > MAX_TRACED_QUESTIONS):
+            links.pop(0)
     token = os.urandom(12).hex()
-    _replace(cache_dir(db_path), GENERATION, token, durable=False)
+    _replace(cache_dir(db_path), GENERATION, json.dumps({"token": token, "stamp": stamp, "newest_days": newest_days,
+                                                         "links": links}), durable=False)
     if stamp is not None:
         for question, entry in (entries or {}).items():
-            save(db_path, question, token, stamp, entry)
+            save(db_path, question, token, entry)
     return True
 
 
-def generation(db_path: str) -> str | None:
+def generation(db_path: str) -> Generation | None:
     """The store's generation; None while a writer has it open, or before any writer marked one:
-    then nothing may be kept or used."""
-    token = _token(db_path)
-    return None if token is None or token.startswith(WRITING) else token
+    then nothing may be kept or used. The caller compares its ``stamp`` with :func:`file_stamp`."""
+    state = _marked(db_path)
+    if state is None or not isinstance(state.get("token"), str):
+        return None
+    return Generation(token=state["token"], stamp=state.get("stamp"), newest_days=state.get("newest_days"),
+                      links=state.get("links") or [])
 
 
 def file_stamp(db_path: str) -> list | None:
@@ -117,30 +162,35 @@ def _entry_name(question: str) -> str:
     return hashlib.sha1(question.encode("utf-8")).hexdigest()[:24] + ".json"
 
 
-def load(db_path: str, question: str, generation_token: str, stamp: list) -> dict[str, Any] | None:
-    """The entry of ``question`` kept under ``generation_token`` and the store's ``stamp`` (:func:`file_stamp`), or None."""
+def load(db_path: str, question: str, current: Generation) -> dict[str, Any] | None:
+    """The entry of ``question`` that counts in generation ``current``, or None."""
     try:
         entry = json.loads((cache_dir(db_path) / _entry_name(question)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if (not isinstance(entry, dict) or entry.get("generation") != generation_token or entry.get("question") != question
-            or entry.get("file_stamp") != stamp):
+    if not isinstance(entry, dict) or entry.get("question") != question:
         return None
-    return entry
+    kept_in = entry.get("generation")
+    if kept_in == current.token:
+        return entry
+    key = question_key(question)
+    for i, (earlier, _) in enumerate(current.links):
+        if earlier == kept_in:
+            return None if any(key in keys for _, keys in current.links[i:]) else entry
+    return None
 
 
-def save(db_path: str, question: str, generation_token: str, stamp: list, entry: dict[str, Any]) -> None:
-    """Keep ``entry`` for ``question`` under ``generation_token`` and ``stamp``, both read before the
-    store was opened for it (best effort: a cache never fails a read)."""
+def save(db_path: str, question: str, token: str, entry: dict[str, Any]) -> None:
+    """Keep ``entry`` for ``question`` in generation ``token``, read before the store was opened
+    for it (best effort: a cache never fails a read)."""
     folder = cache_dir(db_path)
     try:
         if not folder.is_dir():
             return  # no writer has marked a generation: nothing to tag the entry with
-        text = json.dumps({**entry, "question": question, "generation": generation_token, "file_stamp": stamp},
-                          allow_nan=True)
+        text = json.dumps({**entry, "question": question, "generation": token}, allow_nan=True)
         _replace(folder, _entry_name(question), text, durable=False)
     except OSError:
         pass
 
 
-__all__ = ["cache_dir", "open_generation", "close_generation", "generation", "file_stamp", "load", "save", "WRITING"]
+__all__ = ["Generation", "cache_dir", "open_generation", "close_generation", "generation", "question_key", "file_stamp", "load", "save", "WRITING"]

@@ -185,6 +185,7 @@ class Store:
         self.entries_at_close = None
         self._changed_questions: set[str] = set()
         self._writing_token: str | None = None
+        self._opened_at: tuple[int, int | None] | None = None
         #: which path stored the last ingest_lines/ingest_file: "fast" (fast_ingest) or "per-line"
         self.last_ingest_path: str | None = None
         #: seconds per phase of the last fast ingest (benchmarks)
@@ -274,6 +275,7 @@ class Store:
                 con.close()
                 raise
             self._changed_questions = set()
+            self._opened_at = self._epochs_now(con)
         # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
         try:
             con.execute("SET enable_progress_bar = false")
@@ -297,7 +299,7 @@ class Store:
     def _disconnect(self) -> None:
         if self._con is not None:
             mode = self._mode
-            entries = self._entries_to_keep() if mode == "write" and not self.in_memory else {}
+            closing = self._closing_write() if mode == "write" and not self.in_memory else {}
             con, self._con = self._con, None
             self._mode = None
             con.close()
@@ -305,21 +307,43 @@ class Store:
                 from . import belief_cache
 
                 try:
-                    belief_cache.close_generation(self.path, self._writing_token, entries)
+                    belief_cache.close_generation(self.path, self._writing_token, closing["entries"],
+                                                  changed=closing["changed"], newest_days=closing["newest_days"])
                 except OSError:
                     pass  # the token still says "writing": nothing is kept or used, which is safe
                 self._writing_token = None
 
-    def _entries_to_keep(self) -> dict:
-        """Belief-cache entries of the questions this session's ingests changed, while the file is
-        still held (best effort: keeping them never fails a write)."""
-        changed, self._changed_questions = self._changed_questions, set()
-        if not changed or len(changed) > KEEP_AT_CLOSE or self.entries_at_close is None:
-            return {}
+    @staticmethod
+    def _epochs_now(con) -> tuple[int, int | None] | None:
+        """(evidence epoch, newest parameter version), to tell at the close what this session
+        changed; None where the store has no such bookkeeping yet (new, or before a migration)."""
         try:
-            return self.entries_at_close(sorted(changed))
+            epoch = con.execute("SELECT value::BIGINT FROM meta WHERE key = 'evidence_epoch'").fetchone()
+            version = con.execute("SELECT max(version) FROM params").fetchone()
+        except duckdb.Error:
+            return None
+        return (int(epoch[0]), version[0]) if epoch else None
+
+    def _closing_write(self) -> dict[str, Any]:
+        """What the belief cache needs from a write session as it closes, while the file is still
+        held (best effort: the cache never fails a write): the questions the session changed
+        (None: every question — a new parameter version, a merge, split or undo, a migration),
+        the newest evidence, and the entries of the changed questions (at most :data:`KEEP_AT_CLOSE`)."""
+        ingested, self._changed_questions = self._changed_questions, set()
+        opened, self._opened_at = self._opened_at, None
+        closing: dict[str, Any] = {"changed": None, "newest_days": None, "entries": {}}
+        try:
+            now = self._epochs_now(self._con)
+            if opened is not None and now is not None and now[1] == opened[1]:
+                closing["changed"] = self.questions_changed_since(opened[0])
+            newest = self.newest_evidence_time()
+            closing["newest_days"] = to_days(newest) if newest is not None else None
+            keep = closing["changed"] if closing["changed"] is not None else sorted(ingested)
+            if keep and len(keep) <= KEEP_AT_CLOSE and self.entries_at_close is not None:
+                closing["entries"] = self.entries_at_close(list(keep))
         except Exception:  # noqa: BLE001 - a cache that cannot be filled is only a slower first read
-            return {}
+            closing["entries"] = {}
+        return closing
 
     def release(self) -> None:
         """Close the file now (it reopens at the next use); a no-op for ``:memory:`` and inside a session."""

@@ -302,20 +302,21 @@ class Memory:
         from . import states
 
         # both read before the store is opened: see belief_cache
-        token, stamp = belief_cache.generation(self.store.path), belief_cache.file_stamp(self.store.path)
-        if token is None or stamp is None:
+        current, stamp = belief_cache.generation(self.store.path), belief_cache.file_stamp(self.store.path)
+        if current is None or stamp is None or stamp != current.stamp:
             return None
         t_query = to_days(at)
-        entry = belief_cache.load(self.store.path, question_id, token, stamp)
-        if entry is not None and entry.get("format") == 1 and states.entry_counts_at(entry, t_query):
-            return states.beliefs_from_inputs(states.inputs_from_entry(entry), t_query)
+        if current.newest_days is None or t_query >= current.newest_days:  # else kept states do not count
+            entry = belief_cache.load(self.store.path, question_id, current)
+            if entry is not None and entry.get("format") == 1 and states.entry_counts_at(entry, t_query):
+                return states.beliefs_from_inputs(states.inputs_from_entry(entry), t_query)
         with self.store.reading():
             self.store.question(question_id)  # clear error for unknown ids
             inputs = states.read_inputs(self.store, self.params(), [question_id], at)
             if len(inputs.questions.ids) == 1:
                 kept = states.cache_entries(inputs, at, self.store.rejections_up_to(inputs.questions, None))
                 if question_id in kept:
-                    belief_cache.save(self.store.path, question_id, token, stamp, kept[question_id])
+                    belief_cache.save(self.store.path, question_id, current.token, kept[question_id])
         return states.beliefs_from_inputs(inputs, t_query)
 
     def _beliefs_from(self, at: datetime, beliefs: scorer.Beliefs, act_at: float) -> "BeliefList":
