@@ -503,7 +503,8 @@ def markdown(report: dict[str, Any]) -> str:
                              f"{m['ece']:.3f} | {m['ece_noise_floor']:.3f} | {m['log_loss']:.3f} |")
     org = report.get("organizer")
     if org:
-        lines += ["", f"Organizer {org['name']} (instructions v{org['instructions_version']}): {org['messages']} messages "
+        lines += ["", f"Organizer {org['name']} (instructions v{org['instructions_version']}, response_format "
+                  f"{org.get('response_format') or 'none'}): {org['messages']} messages "
                   f"in {org['calls']} calls, {org['seconds']:.0f} s ({org['seconds_per_message']} s/message, "
                   f"{org['calls_per_message']} calls/message; {org['failures']} failed; stopped by {org['stopped_by']}). "
                   f"The messages are about {org['world_questions']} world questions: {org['questions_created']} "
@@ -556,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--organizer-messages", type=int, default=0,
                         help="also run the organizer (through remember) on this many messages first (default 0: off)")
     parser.add_argument("--organizer-minutes", type=float, default=15.0, help="time budget of the organizer part")
+    parser.add_argument("--structured", default="auto", choices=("auto", "schema", "object", "none"),
+                        help="how the organizer sends its reply's schema (OpenAIChatOrganizer.structured; default auto)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
@@ -578,13 +581,15 @@ def main(argv: list[str] | None = None) -> int:
         from doxa.data import prompts
         from doxa.inference.agent.organize import OpenAIChatOrganizer
 
-        organizer = OpenAIChatOrganizer(url=args.url, model=args.model, timeout_s=args.timeout, retries=1)
+        organizer = OpenAIChatOrganizer(url=args.url, model=args.model, timeout_s=args.timeout, retries=1,
+                                        structured=args.structured)
         org_run, org_questions = organize_messages(organizer, sliced, str(out / "organized.duckdb"),
                                                    max_messages=args.organizer_messages,
                                                    seconds_budget=args.organizer_minutes * 60,
                                                    progress=not args.no_progress)
         version = org_run.results[0].instructions_version if org_run.results else None
         organizer_report = {"name": organizer.name, "instructions_version": version,
+                            "structured": args.structured, "response_format": organizer.response_format,
                             **organizer_scores(org_run, org_questions), "failure_examples": org_run.failures[:5]}
 
     reader_cls = load_reader_class(args.reader_class) if args.reader_class else OpenAIChatReader

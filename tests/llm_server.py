@@ -53,8 +53,8 @@ FAULTS = (
     "trailing_comma",  # the right JSON with a trailing comma (repairable)
     "refusal",  # an OpenAI-style refusal: content null, message.refusal set
     "bad_link",  # valid JSON linking a question id that was not shown
-    "schema_400",  # HTTP 400 when the request carries response_format (a server without json_schema)
-    "schema_500",  # HTTP 500 naming the field, as llama-cpp-python 0.3 answers response_format json_schema
+    "schema_400",  # HTTP 400 when the request carries response_format, in any form (a server without it)
+    "schema_500",  # HTTP 500 naming the field for the json_schema form only, as llama-cpp-python 0.3 answers
     "extra_field",  # valid JSON with a "confidence" key the schema forbids
 )
 ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal", "bad_link", "schema_400", "schema_500",
@@ -390,7 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
         return tokens or [[("The", math.log(0.9)), ("I", math.log(0.05))]]  # every line skipped: prose
 
     def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
-        if fault == "schema_500" and "response_format" in body:
+        if fault == "schema_500" and (body.get("response_format") or {}).get("type") == "json_schema":
             self._send_json(500, {"error": {"message": "1 validation error: {'type': 'literal_error', 'loc': ('body', "
                                             "'response_format', 'type'), 'msg': \"Input should be 'text' or "
                                             "'json_object'\", 'input': 'json_schema'}"}})

@@ -90,32 +90,56 @@ def test_a_well_formed_reply_is_normalised_and_sent_with_the_json_schema(server)
     assert [(r.from_, r.to) for r in out.new_relations] == [("maya", "leo")]
     body = server.requests[0]["body"]
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"] == OrganizerOutput.response_schema()
+    assert body["response_format"]["json_schema"]["schema"] == OrganizerOutput.response_schema(request())
     assert body["messages"][0] == {"role": "system", "content": INSTRUCTIONS}
     prompt = body["messages"][1]["content"]
     assert "maya.diet (about maya): What does Maya eat? [vegetarian | eats fish | eats meat]" in prompt
     assert "person/self/chat/maya-chat" in prompt and "Maya is allergic to peanuts" in prompt
 
 
-def test_a_server_without_json_schema_is_asked_again_without_it_and_remembered(server):
+def test_the_schema_sent_for_a_message_links_only_the_questions_shown_and_wants_two_options():
+    schema = OrganizerOutput.response_schema(request())
+    assert schema["properties"]["links"]["items"] == {"type": "string", "enum": ["maya.diet"]}
+    assert schema["$defs"]["NewQuestion"]["properties"]["options"]["minItems"] == 2
+    none_shown = OrganizerRequest(text="hi", source="s", source_path="p/s", sent_at=datetime(2026, 5, 1))
+    assert OrganizerOutput.response_schema(none_shown)["properties"]["links"]["maxItems"] == 0
+    assert OrganizerOutput.response_schema()["properties"]["links"]["items"] == {"type": "string"}  # names none
+
+
+def test_a_server_without_response_format_is_asked_in_each_form_then_without_it_and_remembered(server):
     organizer = organizer_for(server)
-    server.fail("schema_400")
+    server.fail("schema_400", times=2)
     got = organizer.organize(request(), INSTRUCTIONS)
-    assert got.output.links == ["maya.diet"] and got.calls == 2
-    assert "response_format" in server.requests[0]["body"] and "response_format" not in server.requests[1]["body"]
+    assert got.output.links == ["maya.diet"] and got.calls == 3
+    forms = [(r["body"].get("response_format") or {}).get("type") for r in server.requests]
+    assert forms == ["json_schema", "json_object", None]
     organizer.organize(request(), INSTRUCTIONS)  # the next message goes without it at once
-    assert "response_format" not in server.requests[2]["body"] and len(server.requests) == 3
+    assert "response_format" not in server.requests[3]["body"] and len(server.requests) == 4
+    assert organizer.response_format is None
 
 
-def test_a_server_that_answers_json_schema_with_a_500_naming_it_is_asked_without_it(server):
+def test_llama_cpp_python_refusing_json_schema_with_a_500_gets_the_schema_as_a_json_object(server):
     organizer = organizer_for(server)
     attempts = organizer.endpoint.retries + 1
     server.fail("schema_500", times=attempts, to="organizer")  # every retry refused alike, as llama-cpp-python does
     got = organizer.organize(request(), INSTRUCTIONS)
     assert got.output.links == ["maya.diet"] and got.calls == attempts + 1
-    assert "response_format" not in server.requests[-1]["body"]
+    assert server.requests[-1]["body"]["response_format"] == {"type": "json_object",
+                                                              "schema": OrganizerOutput.response_schema(request())}
+    organizer.organize(request(), INSTRUCTIONS)  # the next message in that form at once
+    assert server.requests[-1]["body"]["response_format"]["type"] == "json_object"
+    assert len(server.requests) == attempts + 2 and organizer.response_format == "json_object"
+
+
+@pytest.mark.parametrize("structured, form", [("schema", "json_schema"), ("object", "json_object"), ("none", None)])
+def test_a_chosen_form_is_the_only_one_sent(server, structured, form):
+    organizer = organizer_for(server, structured=structured)
     organizer.organize(request(), INSTRUCTIONS)
-    assert "response_format" not in server.requests[-1]["body"] and len(server.requests) == attempts + 2
+    assert (server.requests[0]["body"].get("response_format") or {}).get("type") == form
+    if form is not None:
+        server.fail("schema_400")
+        with pytest.raises(OrganizerError):  # chosen, so never stepped down from
+            organizer.organize(request(), INSTRUCTIONS)
 
 
 @pytest.mark.parametrize("fault", ["fenced", "trailing_comma"])
@@ -146,7 +170,7 @@ def test_two_bad_replies_are_an_error_that_says_what_to_change(server, fault):
     with pytest.raises(OrganizerError, match="no usable answer after one retry") as err:
         organizer_for(server).organize(request(), INSTRUCTIONS)
     assert len(server.requests) == 2
-    assert "json_schema" in str(err.value)
+    assert "response_format" in str(err.value)
 
 
 def test_a_refusal_is_an_error_at_once(server):
@@ -214,6 +238,11 @@ def test_the_organizer_comes_from_the_environment_defaulting_to_the_readers_serv
     assert o.url == server.url and o.model == "big" and o.api_key == "k1"
     o.organize(request(), INSTRUCTIONS)
     assert server.requests[-1]["headers"]["Authorization"] == "Bearer k1"
+    assert o.structured == "auto"
+    o = organizer_from_env({"DOXA_READER_URL": server.url, "DOXA_ORGANIZER_STRUCTURED": " Object "})
+    assert o.structured == "object" and o.response_format == "json_object"
+    with pytest.raises(OrganizerError, match="DOXA_ORGANIZER_STRUCTURED is 'grammar': set it to one of auto, schema"):
+        organizer_from_env({"DOXA_READER_URL": server.url, "DOXA_ORGANIZER_STRUCTURED": "grammar"})
 
 
 def test_a_known_subject_is_found_under_the_models_spelling_of_its_id_or_name():

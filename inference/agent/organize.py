@@ -12,9 +12,12 @@ The schema has no field for a probability, a confidence or a score (tests check 
 message says for an answer is the reader's job, and how far to believe it the fit's.
 
 :class:`OpenAIChatOrganizer` asks any OpenAI-compatible chat-completions server (llama.cpp,
-vLLM, Ollama, hosted APIs). It sends the output's JSON schema as ``response_format`` where the
-server takes it (llama.cpp and vLLM turn it into a grammar, so even a small model's reply
-parses); a server that refuses the field is asked again without it, once, and remembered.
+vLLM, Ollama, hosted APIs). It sends the output's JSON schema, narrowed to the message (links
+only to the questions shown), as ``response_format`` where the server takes it: llama.cpp,
+llama-cpp-python and vLLM turn it into a grammar, so even a small model's reply parses and
+names no question that does not exist. There are two forms of the field (OpenAI's
+``json_schema``, and the ``json_object`` with a ``schema`` that llama-cpp-python takes); a server
+that refuses one is asked in the next form, then without any, and that is remembered.
 Without a schema the reply is parsed as strict JSON after a light repair (code fences, prose
 around the object, trailing commas); a reply that still does not parse or validate is sent
 back once with what was wrong, and a second failure is an :class:`OrganizerError`. Local models
@@ -41,6 +44,9 @@ from .llm_http import ChatEndpoint
 ENV_URL = "DOXA_ORGANIZER_URL"
 ENV_MODEL = "DOXA_ORGANIZER_MODEL"
 ENV_KEY = "DOXA_ORGANIZER_KEY"
+ENV_STRUCTURED = "DOXA_ORGANIZER_STRUCTURED"
+#: how the reply's schema may be sent (OpenAIChatOrganizer.structured)
+STRUCTURED_FORMS = ("auto", "schema", "object", "none")
 READER_ENV = ("DOXA_READER_URL", "DOXA_READER_MODEL", "DOXA_READER_KEY")
 
 #: Most existing questions shown to the organizer for one message (the best-ranked for its words).
@@ -91,10 +97,24 @@ class OrganizerOutput(_Strict):
     new_relations: list[NewRelation] = []
 
     @classmethod
-    def response_schema(cls) -> dict[str, Any]:
-        """The JSON schema sent as ``response_format`` (titles and defaults left out: strict servers refuse them)."""
+    def response_schema(cls, request: "OrganizerRequest | None" = None) -> dict[str, Any]:
+        """The JSON schema sent as ``response_format`` (titles and defaults left out: strict servers refuse them).
+
+        With ``request``, the schema is that message's: ``links`` may only name the questions shown
+        (none at all when none were shown). A server that turns the schema into a grammar
+        (llama.cpp) then cannot let a small model invent a question id, and a choice cannot be
+        given fewer than two options; :func:`check_output` still checks both, for the servers
+        that take no schema."""
         schema = _clean_schema(cls.model_json_schema(mode="serialization", by_alias=True))
         schema.pop("description", None)
+        schema["$defs"]["NewQuestion"]["properties"]["options"]["minItems"] = 2
+        if request is not None:
+            links = schema["properties"]["links"]
+            shown = sorted({q["id"] for q in request.questions})
+            if shown:
+                links["items"] = {"type": "string", "enum": shown}
+            else:
+                links["maxItems"] = 0
         return schema
 
 
@@ -351,9 +371,12 @@ def _http_hint(code: int) -> str:
 class OpenAIChatOrganizer(Organizer):
     """The organizer over an OpenAI-compatible chat-completions server.
 
-    ``structured``: ``"auto"`` sends the JSON schema as ``response_format`` and drops it for good
-    when the server refuses the field; ``"schema"`` always sends it; ``"none"`` never does (strict
-    JSON, repair and one retry only). ``max_tokens`` bounds the reply (a reply cut off there is
+    ``structured``: how the message's JSON schema (:meth:`OrganizerOutput.response_schema`) is sent.
+    ``"schema"``: as ``response_format`` ``{"type": "json_schema", …}`` (OpenAI, vLLM, llama.cpp's
+    own server); ``"object"``: as ``{"type": "json_object", "schema": …}``, the form
+    llama-cpp-python's server turns into a grammar (it answers the first form with HTTP 500);
+    ``"none"``: not at all (strict JSON, repair and one retry only); ``"auto"`` tries them in that
+    order, stepping down for good when a server refuses a form. ``max_tokens`` bounds the reply (a reply cut off there is
     asked again once). Transport failures are retried as the reader's are (:mod:`.llm_http`).
     """
 
@@ -366,22 +389,29 @@ class OpenAIChatOrganizer(Organizer):
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
     max_tokens: int = 768
-    structured: Literal["auto", "schema", "none"] = "auto"
+    structured: Literal["auto", "schema", "object", "none"] = "auto"  # one of STRUCTURED_FORMS
     extra_body: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.url or not self.url.strip():
             raise OrganizerError(f"no organizer URL given: set {ENV_URL} (or DOXA_READER_URL) to the server's "
                                  "OpenAI base URL, e.g. http://127.0.0.1:8080/v1")
-        if self.structured not in ("auto", "schema", "none"):
-            raise ValueError(f"structured is auto, schema or none, not {self.structured!r}")
+        if self.structured not in STRUCTURED_FORMS:
+            raise ValueError(f"structured is one of {', '.join(STRUCTURED_FORMS)}, not {self.structured!r}")
         if not self.name:
             self.name = f"llm:{self.model}" if self.model else "llm:default"
         self.endpoint = ChatEndpoint(self.url, api_key=self.api_key, timeout_s=self.timeout_s, retries=self.retries,
                                      backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
                                      what="organizer server", error=OrganizerError, hint=_http_hint,
                                      unreachable_hint=f"Check that the server is running and reachable at {ENV_URL}.")
-        self._schema_ok = self.structured != "none"
+        #: the forms of response_format still to try, the one in use first
+        self._formats: list[str] = {"auto": ["json_schema", "json_object"], "schema": ["json_schema"],
+                                    "object": ["json_object"], "none": []}[self.structured]
+
+    @property
+    def response_format(self) -> str | None:
+        """The form of ``response_format`` sent now: ``json_schema``, ``json_object`` or None."""
+        return self._formats[0] if self._formats else None
 
     @property
     def requests(self) -> int:
@@ -391,7 +421,8 @@ class OpenAIChatOrganizer(Organizer):
     def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
         messages = [{"role": "system", "content": instructions}, {"role": "user", "content": request.prompt()}]
         before = self.endpoint.requests
-        content, finish = self._complete(messages)
+        schema = OrganizerOutput.response_schema(request)
+        content, finish = self._complete(messages, schema)
         output, problems, repaired = self._read(content, finish, request)
         retried = False
         if problems:
@@ -399,40 +430,43 @@ class OpenAIChatOrganizer(Organizer):
             messages += [{"role": "assistant", "content": content},
                          {"role": "user", "content": "Your reply could not be used:\n- " + "\n- ".join(problems)
                           + "\nReply again with only the corrected JSON object, in the format given."}]
-            content, finish = self._complete(messages)
+            content, finish = self._complete(messages, schema)
             output, problems, repaired = self._read(content, finish, request)
         if problems:
             raise OrganizerError(
                 f"organizer server {self.endpoint.chat_url}: no usable answer after one retry: "
                 + "; ".join(problems[:4]) + f". Reply began: {content[:160]!r}. Use an instruction-tuned model "
-                "that follows a JSON format, or a server that takes response_format json_schema (llama.cpp, vLLM)"
+                "that follows a JSON format, or a server that turns a response_format schema into a grammar (llama.cpp, vLLM)"
                 + (", or raise max_tokens" if finish == "length" else "") + ".")
         assert output is not None
         return Organized(output=output, calls=self.endpoint.requests - before, repaired=repaired, retried=retried)
 
     # -- one completion ----------------------------------------------------------
-    def _body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+    def _body(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": self.max_tokens}
         if self.model:
             body["model"] = self.model
-        if self._schema_ok:
+        if self.response_format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "doxa_organizer", "strict": True, "schema": OrganizerOutput.response_schema()}}
+                "name": "doxa_organizer", "strict": True, "schema": schema}}
+        elif self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
         body.update(self.extra_body)
         return body
 
-    def _complete(self, messages: list[dict[str, str]]) -> tuple[str, str]:
-        try:
-            answer = self.endpoint.post(self._body(messages))
-        except OrganizerError as err:
-            status, detail = getattr(err, "status", None), getattr(err, "detail", "") or ""
-            # refused outright (400, 422), or an error that names the field (llama-cpp-python answers 500)
-            refused_schema = self._schema_ok and (status in (400, 422) or (
-                status is not None and ("response_format" in detail or "json_schema" in detail)))
-            if not (refused_schema and self.structured == "auto"):
-                raise
-            self._schema_ok = False  # this server does not take response_format: strict JSON from now on
-            answer = self.endpoint.post(self._body(messages))
+    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> tuple[str, str]:
+        while True:
+            try:
+                answer = self.endpoint.post(self._body(messages, schema))
+                break
+            except OrganizerError as err:
+                status, detail = getattr(err, "status", None), getattr(err, "detail", "") or ""
+                # refused outright (400, 422), or an error that names the field (llama-cpp-python answers 500)
+                refused = self.response_format is not None and (status in (400, 422) or (
+                    status is not None and ("response_format" in detail or "json_schema" in detail)))
+                if not (refused and self.structured == "auto"):
+                    raise
+                self._formats.pop(0)  # this server does not take that form: the next one from now on
         where = f"organizer server {self.endpoint.chat_url}"
         if not isinstance(answer, dict):
             raise OrganizerError(f"{where}: reply is not a JSON object: {str(answer)[:200]!r}")
@@ -472,7 +506,9 @@ def organizer_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> O
 
     ``DOXA_ORGANIZER_URL`` / ``DOXA_ORGANIZER_MODEL`` / ``DOXA_ORGANIZER_KEY``, each defaulting to
     the reader's (``DOXA_READER_URL`` / ``_MODEL`` / ``_KEY``): one server can do both jobs.
-    Keyword arguments go to :class:`OpenAIChatOrganizer` and override the environment.
+    ``DOXA_ORGANIZER_STRUCTURED`` (auto, schema, object or none; default auto) picks how the reply's
+    schema is sent (:class:`OpenAIChatOrganizer`). Keyword arguments go to
+    :class:`OpenAIChatOrganizer` and override the environment.
     """
     env = os.environ if env is None else env
 
@@ -484,6 +520,12 @@ def organizer_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> O
     if not url:
         return None
     config: dict[str, Any] = {"url": url, "model": pick(ENV_MODEL, READER_ENV[1]), "api_key": pick(ENV_KEY, READER_ENV[2])}
+    structured = (env.get(ENV_STRUCTURED) or "").strip().lower()
+    if structured:
+        if structured not in STRUCTURED_FORMS:
+            raise OrganizerError(f"{ENV_STRUCTURED} is {env.get(ENV_STRUCTURED)!r}: set it to one of "
+                                 f"{', '.join(STRUCTURED_FORMS)} (or unset it for auto)")
+        config["structured"] = structured
     config.update(kwargs)
     return OpenAIChatOrganizer(**config)
 
