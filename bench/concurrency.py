@@ -17,7 +17,13 @@
 4. `doxa belief` right after one new message was ingested, as a fresh process, against the
    cold-start floor `python -c "import duckdb, numpy"` (medians of --runs);
 5. the cost a long-lived owner pays for releasing the store between operations: one
-   belief with the file held against one belief that opens and closes it.
+   belief with the file held against one belief that opens and closes it;
+6. **kill -9 at any moment**: the same loops, each `doxa belief` asking at a time of its own
+   (``--at``, so its read can be found in the log) and each ingest writing three messages
+   with their readings, while a `doxa train` runs; a share of every kind of process is
+   SIGKILLed after a random delay (seeded), and so is the train. Then: every acknowledged
+   read is in the log, every acknowledged ingest is stored whole, every killed ingest is
+   stored whole or not at all, and every published version has its posterior file.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -53,51 +61,85 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Loops:
-    """4 `doxa belief` loops and 1 small-ingest loop, each in its own thread driving processes."""
+    """4 `doxa belief` loops and 1 small-ingest loop, each in its own thread driving processes.
 
-    def __init__(self, db: str, work: Path, questions: list[str], tag: str):
+    With ``kill_share`` > 0 (the kill phase) that share of the processes is SIGKILLed after a
+    delay drawn uniformly from [0, ``kill_within``] s (unless it has ended by then); each read
+    asks at a time of its own (``--at``) so that an acknowledged read can be found in the log,
+    and each ingest writes ``MESSAGES_PER_KILLED_INGEST`` messages, so a half-stored file would
+    show."""
+
+    def __init__(self, db: str, work: Path, questions: list[str], tag: str, kill_share: float = 0.0,
+                 kill_within: float = 1.0, seed: int = 0):
         self.db, self.work, self.questions, self.tag = db, work, questions, tag
+        self.kill_share, self.kill_within, self.seed = kill_share, kill_within, seed
         self.stop = threading.Event()
         self.latencies: list[float] = []
         self.failures: list[str] = []
         self.reads = 0
+        self.read_times: list[str] = []  # the --at of every acknowledged read (kill phase)
         self.ingested: list[str] = []
+        self.killed_ingests: list[list[str]] = []
+        self.killed = {"belief": 0, "ingest": 0}
         self.threads = [threading.Thread(target=self._reader, args=(i,)) for i in range(4)]
         self.threads.append(threading.Thread(target=self._ingester))
 
+    def _call(self, command: list[str], rng: random.Random) -> tuple[int, float, str]:
+        """(exit code, seconds, stderr) of one process, killed at a random moment where drawn."""
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        if self.kill_share and rng.random() < self.kill_share:
+            try:
+                process.wait(timeout=rng.uniform(0.0, self.kill_within))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+        _, err = process.communicate()
+        return process.returncode, time.perf_counter() - start, err
+
     def _reader(self, i: int) -> None:
+        rng = random.Random(self.seed * 100 + i)
         n = 0
         while not self.stop.is_set():
             question = self.questions[(i * 7919 + n) % len(self.questions)]
             n += 1
-            start = time.perf_counter()
-            done = subprocess.run(doxa("belief", question, "--db", self.db, "--json"), capture_output=True,
-                                  text=True, env=ENV)
-            elapsed = time.perf_counter() - start
-            if done.returncode != 0:
-                self.failures.append(done.stderr.strip()[-300:])
+            command = doxa("belief", question, "--db", self.db, "--json")
+            if self.kill_share:
+                asked = (S.AT + timedelta(seconds=i * 1_000_000 + n)).isoformat()
+                command += ["--at", asked]
+            code, elapsed, err = self._call(command, rng)
+            if code == -signal.SIGKILL:
+                self.killed["belief"] += 1
+            elif code != 0:
+                self.failures.append(err.strip()[-300:])
             else:
                 self.latencies.append(elapsed)
                 self.reads += 1
+                if self.kill_share:
+                    self.read_times.append(asked)
 
     def _ingester(self) -> None:
+        rng = random.Random(self.seed * 100 + 99)
         n = 0
         while not self.stop.is_set():
-            mid = f"conc-{self.tag}-{n}"
-            question = self.questions[n % len(self.questions)]
-            path = self.work / f"{mid}.jsonl"
-            path.write_text(json.dumps({"type": "message", "id": mid, "source": "src00001",
-                                        "sent_at": (S.AT - timedelta(hours=1)).isoformat(),
-                                        "text": f"benchmark message {mid}"}) + "\n"
-                            + json.dumps({"type": "reading", "message": mid, "question": question,
-                                          "reader": "reader-1", "probs": self.probs[question]}) + "\n")
-            done = subprocess.run(doxa("ingest", str(path), "--db", self.db), capture_output=True, text=True,
-                                  env=ENV)
+            mids = [f"conc-{self.tag}-{n}-{k}" for k in range(MESSAGES_PER_KILLED_INGEST if self.kill_share else 1)]
+            path = self.work / f"{mids[0]}.jsonl"
+            lines = []
+            for k, mid in enumerate(mids):
+                question = self.questions[(n + k) % len(self.questions)]
+                lines.append({"type": "message", "id": mid, "source": "src00001",
+                              "sent_at": (S.AT - timedelta(hours=1)).isoformat(), "text": f"benchmark message {mid}"})
+                lines.append({"type": "reading", "message": mid, "question": question, "reader": "reader-1",
+                              "probs": self.probs[question]})
+            path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+            code, _, err = self._call(doxa("ingest", str(path), "--db", self.db), rng)
             path.unlink()
-            if done.returncode != 0:
-                self.failures.append(done.stderr.strip()[-300:])
+            if code == -signal.SIGKILL:
+                self.killed["ingest"] += 1
+                self.killed_ingests.append(mids)
+            elif code != 0:
+                self.failures.append(err.strip()[-300:])
             else:
-                self.ingested.append(mid)
+                self.ingested.extend(mids)
             n += 1
 
     def start(self, probs: dict[str, dict[str, float]]) -> "Loops":
@@ -111,6 +153,10 @@ class Loops:
         for thread in self.threads:
             thread.join()
         return self
+
+
+#: Messages (each with one reading) per ingest in the kill phase: a file cut short would show.
+MESSAGES_PER_KILLED_INGEST = 3
 
 
 def counted(db: str, ids: list[str]) -> tuple[int, int]:
@@ -152,6 +198,52 @@ def phase(db: str, work: Path, questions: list[str], probs, tag: str, train_args
             "failures": loops.failures[:3], "lost reads": loops.reads - (reads_after - reads_before),
             "lost records": 2 * (len(loops.ingested) - landed), "p50": percentile(loops.latencies, 0.5),
             "p99": percentile(loops.latencies, 0.99), "train": result}
+
+
+def kill_phase(db: str, work: Path, questions: list[str], probs, seconds: float, train_args: list[str],
+               seed: int = 0) -> dict:
+    """The loops for ``seconds`` with a third of their processes SIGKILLed at random moments, and a
+    `doxa train` killed at a random moment of its run; then what was acknowledged is looked for."""
+    from doxa.data.store import Store
+
+    rng = random.Random(seed)
+    with Store.open(db) as store:
+        versions_before = [v["version"] for v in store.params_versions()]
+    loops = Loops(db, work, questions, "kill", kill_share=1 / 3, kill_within=1.0, seed=seed).start(probs)
+    train = subprocess.Popen(doxa("train", "--db", db, *train_args), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=ENV)
+    train_killed_after = rng.uniform(0.0, seconds)
+    try:
+        train.wait(timeout=train_killed_after)
+    except subprocess.TimeoutExpired:
+        train.send_signal(signal.SIGKILL)
+    train.wait()
+    time.sleep(max(0.0, seconds - train_killed_after))
+    loops.finish()
+    with Store.open(db) as store:
+        store.fold_reads()
+        logged = {str(t) for (t,) in store.execute(
+            "SELECT DISTINCT strftime(asked_at, '%Y-%m-%dT%H:%M:%S') FROM reads WHERE asked_at > ?",
+            [S.AT.replace(tzinfo=None)]).fetchall()}
+        stored = dict(store.execute(
+            "SELECT m.id, count(r.message) FROM messages m LEFT JOIN readings r ON r.message = m.id "
+            "WHERE m.id LIKE 'conc-kill-%' GROUP BY m.id").fetchall())
+        published = [v["version"] for v in store.params_versions()]
+    folder = Path(db + ".posterior")
+    killed_sizes = [sum(mid in stored for mid in mids) for mids in loops.killed_ingests]
+    return {"seconds": seconds, "belief calls": loops.reads, "ingests": len(loops.ingested) // MESSAGES_PER_KILLED_INGEST,
+            "killed": {**loops.killed, "train": train.returncode == -signal.SIGKILL},
+            "train ended after": min(train_killed_after, seconds), "train exit": train.returncode,
+            "failed": len(loops.failures), "failures": loops.failures[:3],
+            "lost reads": sum(t[:19] not in logged for t in loops.read_times),
+            "lost records": sum(stored.get(mid, 0) != 1 for mid in loops.ingested) * 2,
+            "killed ingests stored whole": killed_sizes.count(MESSAGES_PER_KILLED_INGEST),
+            "killed ingests stored not at all": killed_sizes.count(0),
+            "killed ingests stored in part": len(killed_sizes) - killed_sizes.count(0)
+            - killed_sizes.count(MESSAGES_PER_KILLED_INGEST)
+            + sum(stored.get(mid, 1) != 1 for mids in loops.killed_ingests for mid in mids),
+            "versions published": [v for v in published if v not in versions_before],
+            "versions without their posterior file": [v for v in published if not (folder / f"v{v}.nc").exists()]}
 
 
 def all_beliefs_ratio(db: str, repeats: int) -> dict:
@@ -259,6 +351,9 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=300, help="SVI steps of the train (the fit's length)")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--kill-seconds", type=float, default=60.0, help="length of the kill -9 phase")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the kill -9 phase's moments")
+    parser.add_argument("--json-out", default=None, help="write every figure to this JSON file")
     args = parser.parse_args()
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="doxa-conc-"))
@@ -306,6 +401,24 @@ def main() -> None:
           f"({cold['ratio']:.2f}×)")
     cost = release_cost(db, questions[5], 20)
     print("a long-lived owner: " + "; ".join(f"{k} {v * 1000:.1f} ms" for k, v in cost.items()))
+
+    kills = kill_phase(db, work, questions, probs, args.kill_seconds, train_args, seed=args.seed)
+    print(f"\nkill -9 at random moments ({kills['seconds']:.0f} s; a third of all processes killed): "
+          f"{kills['killed']['belief']} `doxa belief` and {kills['killed']['ingest']} `doxa ingest` killed, "
+          f"the train {'killed' if kills['killed']['train'] else 'ended (exit %s)' % kills['train exit']} "
+          f"after {kills['train ended after']:.1f} s; acknowledged: {kills['belief calls']} reads, "
+          f"{kills['ingests']} ingests")
+    print(f"  failed {kills['failed']}, lost reads {kills['lost reads']}, lost records {kills['lost records']}; "
+          f"killed ingests stored whole {kills['killed ingests stored whole']}, not at all "
+          f"{kills['killed ingests stored not at all']}, in part {kills['killed ingests stored in part']}; "
+          f"versions published {kills['versions published']}, without their posterior file "
+          f"{kills['versions without their posterior file']}")
+    for failure in kills["failures"]:
+        print(f"    failure: {failure}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"fit": during, "idle": idle, "all beliefs": ratio,
+                                                   "after new message": cold, "release": cost, "kill": kills},
+                                                  indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -114,6 +115,75 @@ def test_two_ingests_started_together_both_land(db, tmp_path):
     with Store.open(db) as store:
         ids = {r[0] for r in store.execute("SELECT id FROM messages WHERE id LIKE 'msg-together-%'").fetchall()}
     assert ids == {"msg-together-0", "msg-together-1"}
+
+
+def _killed_at(process: subprocess.Popen, deadline: float) -> int:
+    """Wait for ``process`` until ``deadline`` (time.monotonic), SIGKILL it if it is still running
+    then; its exit code (-9 when killed)."""
+    import time
+
+    try:
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=300)
+    return process.returncode
+
+
+def test_processes_killed_at_random_moments_lose_nothing_they_acknowledged(db, tmp_path):
+    """kill -9 of an ingest, two reads and a train, each at a moment drawn over its whole run
+    (before it opens the store, while it writes, after its commit): whatever a process
+    acknowledged (exit 0) is stored, a killed ingest is stored whole or not at all, and a
+    published version always has its posterior file. Which process dies where is chance; what
+    must hold does not depend on it."""
+    import time
+
+    rng = random.Random(14)
+    acknowledged_reads, acknowledged_files, killed_files, outcomes = [], [], [], []
+    for round_ in range(4):
+        mids = [f"kill-{round_}-{k}" for k in range(3)]
+        path = tmp_path / f"kill-{round_}.jsonl"
+        lines = []
+        for k, mid in enumerate(mids):
+            lines += [{"type": "message", "id": mid, "source": "w1", "sent_at": "2026-03-05T10:00:00Z",
+                       "text": f"message {mid}"},
+                      {"type": "reading", "message": mid, "question": f"birds.{k}", "reader": "label",
+                       "probs": {"yes": 0.8, "no": 0.2}}]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        asked = [f"2026-06-01T00:{round_:02d}:{k:02d}" for k in range(2)]
+        commands = [[*DOXA, "ingest", str(path), "--db", db]]
+        commands += [[*DOXA, "belief", f"birds.{k}", "--db", db, "--at", at, "--json"] for k, at in enumerate(asked)]
+        commands.append([*DOXA, "train", "--db", db, *FIT])
+        started = time.monotonic()
+        processes = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                     for c in commands]
+        # the moments are drawn over each kind's whole run: before it opens the store, while it
+        # writes, after it commits (a train's fit is the longest)
+        deadlines = [started + rng.uniform(0.0, within) for within in (5.0, 1.0, 1.0, 8.0)]
+        codes = [0] * len(processes)
+        for i in sorted(range(len(processes)), key=deadlines.__getitem__):  # each killed at its own moment
+            codes[i] = _killed_at(processes[i], deadlines[i])
+        assert all(code in (0, -signal.SIGKILL) for code in codes), codes  # no failure, only deaths
+        (acknowledged_files if codes[0] == 0 else killed_files).append(mids)
+        acknowledged_reads += [at for at, code in zip(asked, codes[1:3]) if code == 0]
+        outcomes.append(codes)
+        _published_have_files(db)  # every published version has its file
+    with Store.open(db) as store:
+        store.fold_reads()
+        logged = {t.isoformat() for (t,) in store.execute("SELECT asked_at FROM reads").fetchall()}
+        readings = dict(store.execute("SELECT m.id, count(r.message) FROM messages m LEFT JOIN readings r "
+                                      "ON r.message = m.id WHERE m.id LIKE 'kill-%' GROUP BY m.id").fetchall())
+    assert set(acknowledged_reads) <= logged
+    for mids in acknowledged_files:
+        assert all(readings.get(mid) == 1 for mid in mids), (mids, readings)
+    for mids in killed_files:
+        assert [readings.get(mid) for mid in mids] in ([None] * 3, [1] * 3), (mids, readings)
+    # and the store works on: the next train publishes with its file, a read answers
+    done = doxa_run("train", "--db", db, *FIT, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["version"] in _published_have_files(db)
+    assert doxa_run("belief", "birds.0", "--db", db, "--json").returncode == 0
+    assert any(-signal.SIGKILL in codes for codes in outcomes)  # the draw killed something
 
 
 def _dead_pid() -> int:
