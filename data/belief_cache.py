@@ -35,11 +35,17 @@ opened the store after the close marked it before any write of its own could com
 this writer sees that mark and keeps nothing, or that write, coming later, changes the stamp.
 Entries are plain files replaced atomically; a missing, torn or foreign one is a miss. The
 folder holds at most one file per question ever read or written this way.
+
+Names carry no hash (a fresh `doxa belief` would pay ~3 ms to import hashlib): links list the
+question ids themselves, and an entry is named by its id's bytes in hex (a long id by its
+SHA-256). The generation file is ``generation-2``: the layout before it named entries and
+keyed links by SHA-1 and kept ``generation``. A process of either layout never trusts the
+other's files, and a write by either changes the store file, so the other's stamp no longer
+matches: across an upgrade with both running, nothing stale is used.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -48,7 +54,7 @@ from typing import Any
 
 from .durable import rename_into_place
 
-GENERATION = "generation"
+GENERATION = "generation-2"
 
 
 def cache_dir(db_path: str) -> Path:
@@ -75,12 +81,7 @@ class Generation:
     token: str
     stamp: list | None  # file_stamp() when it began
     newest_days: float | None  # the store's newest evidence then (days); a read before it is filtered
-    links: list  # [[earlier token, [question keys the write that ended it changed]], ...], oldest first
-
-
-def question_key(question: str) -> str:
-    """A short key of a question id in the links (two ids with one key only cost a miss)."""
-    return hashlib.sha1(question.encode("utf-8")).hexdigest()[:10]
+    links: list  # [[earlier token, [ids of the questions the write that ended it changed]], ...], oldest first
 
 
 def _marked(db_path: str) -> dict[str, Any] | None:
@@ -119,7 +120,7 @@ def close_generation(db_path: str, writing_mark: str, entries: dict[str, dict[st
         return False
     links: list = []
     if changed is not None and current.get("from") is not None:
-        links = list(current.get("links") or []) + [[current["from"], sorted({question_key(q) for q in changed})]]
+        links = list(current.get("links") or []) + [[current["from"], sorted(set(changed))]]
         while links and (len(links) > MAX_TRACED_WRITES or sum(len(keys) for _, keys in links) > MAX_TRACED_QUESTIONS):
             links.pop(0)
     token = os.urandom(12).hex()
@@ -158,8 +159,17 @@ def file_stamp(db_path: str) -> list | None:
     return stamp
 
 
+#: ids longer than this (in UTF-8 bytes) name their entry by a hash: a file name stays under 255 bytes
+LONGEST_NAMED_ID = 100
+
+
 def _entry_name(question: str) -> str:
-    return hashlib.sha1(question.encode("utf-8")).hexdigest()[:24] + ".json"
+    raw = question.encode("utf-8")
+    if len(raw) <= LONGEST_NAMED_ID:
+        return "q-" + raw.hex() + ".json"
+    import hashlib  # only here: the common path stays free of it
+
+    return "h-" + hashlib.sha256(raw).hexdigest() + ".json"
 
 
 def load(db_path: str, question: str, current: Generation) -> dict[str, Any] | None:
@@ -173,10 +183,9 @@ def load(db_path: str, question: str, current: Generation) -> dict[str, Any] | N
     kept_in = entry.get("generation")
     if kept_in == current.token:
         return entry
-    key = question_key(question)
     for i, (earlier, _) in enumerate(current.links):
         if earlier == kept_in:
-            return None if any(key in keys for _, keys in current.links[i:]) else entry
+            return None if any(question in changed for _, changed in current.links[i:]) else entry
     return None
 
 
@@ -193,4 +202,4 @@ def save(db_path: str, question: str, token: str, entry: dict[str, Any]) -> None
         pass
 
 
-__all__ = ["Generation", "cache_dir", "open_generation", "close_generation", "generation", "question_key", "file_stamp", "load", "save", "WRITING"]
+__all__ = ["Generation", "cache_dir", "open_generation", "close_generation", "generation", "file_stamp", "load", "save", "WRITING"]

@@ -32,7 +32,6 @@ from . import evidence_sql
 from .connection import CONNECT_CONFIG, connect, in_read_session  # noqa: F401 - part of this module's API
 from .errors import IngestError, Problem, StoreError
 from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable, mark_copies_sql
-from .params_document import ParamsDocument, ParamsDocumentError
 from .sql import bind, sql_literal
 from .times import FAR_FUTURE, from_days, to_days  # noqa: F401 - part of this module's API (__all__)
 
@@ -645,6 +644,8 @@ class Store:
         number is known and before it becomes visible: what it writes, or puts in place on
         disk, is part of the version (an exception there publishes nothing).
         """
+        from .params_document import ParamsDocument, ParamsDocumentError  # here only: a read needs neither
+
         try:
             checked = ParamsDocument.from_dict(body)
         except ParamsDocumentError as err:

@@ -294,3 +294,38 @@ def test_the_trace_of_earlier_generations_is_bounded(store_path, opened, monkeyp
         memory.ingest([{"type": "settlement", "question": "maya.diet", "answer": "eats fish", "at": "2026-06-13",
                         "how": "correction"}])
     assert read_opens(store_path, "maya.home", opened)  # three writes back: no longer traced
+
+
+@pytest.mark.parametrize("question_id", ["maya.lieblingsblume-über-alles", "maya." + "long-id-" * 20])
+def test_any_question_id_is_kept_under_a_file_name_of_its_own(store_path, opened, question_id):
+    """An entry is named by its id's bytes (hex), a long id by its hash: it is found again, outlives a
+    write that leaves its question alone, and an entry kept before a write that changed its question
+    never counts again (the links list the ids themselves)."""
+    with doxa.open(store_path) as memory:
+        memory.ingest([{"type": "question", "id": question_id, "subject": "maya", "kind": "flower",
+                        "text": "Which flower?", "shape": "choice", "options": ["lilies", "tulips"]}])
+    forget_kept(store_path)
+    first = fresh_read(store_path, question_id)
+    entries = list(belief_cache.cache_dir(store_path).glob("*.json"))
+    assert len(entries) == 1 and len(entries[0].name.encode()) < 255
+    assert entries[0].name.startswith("q-" if len(question_id.encode()) <= belief_cache.LONGEST_NAMED_ID else "h-")
+    kept_before_the_write = entries[0].read_bytes()
+    before = opened["n"]
+    assert same_belief(fresh_read(store_path, question_id), first) and opened["n"] == before
+    with doxa.open(store_path) as memory:  # a write that changes another question: the entry still counts
+        memory.ingest([{"type": "message", "id": "other", "source": "maya-chat", "sent_at": "2026-06-10",
+                        "text": "I eat meat again"},
+                       {"type": "reading", "message": "other", "question": "maya.diet", "reader": "r",
+                        "probs": {"vegetarian": 0.02, "eats fish": 0.02, "eats meat": 0.96}}])
+    before = opened["n"]
+    assert same_belief(fresh_read(store_path, question_id), first) and opened["n"] == before
+    with doxa.open(store_path) as memory:  # a write that changes it
+        memory.ingest([{"type": "message", "id": "flowers", "source": "maya-chat", "sent_at": "2026-06-11",
+                        "text": "tulips, always"},
+                       {"type": "reading", "message": "flowers", "question": question_id, "reader": "r",
+                        "probs": {"lilies": 0.05, "tulips": 0.95}}])
+    entries[0].write_bytes(kept_before_the_write)  # the entry as kept before it, not the writer's
+    before = opened["n"]
+    read = fresh_read(store_path, question_id)
+    assert opened["n"] == before + 1  # the links name the question: the old entry does not count
+    assert read["top"] == "tulips" and same_belief(read, from_scratch(store_path, question_id))

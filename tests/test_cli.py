@@ -1,7 +1,7 @@
 """The command line of issue 2 (init, ingest, belief, beliefs, explain): --json keys, --db, $DOXA_DB, errors.
 
 Most tests run the typer app in-process (CliRunner); the last ones run the real entry
-point as a process, which takes `doxa belief`'s argparse fast path (cli/fast.py).
+point as a process, which takes `doxa belief`'s start-up fast path (cli/fast.py).
 """
 
 from __future__ import annotations
@@ -202,3 +202,30 @@ def test_bad_ingest_as_a_process_exits_nonzero(closed_db, tmp_path):
     assert "line 2: not valid JSON" in done.stderr
     with doxa.open(closed_db) as memory:
         assert memory.store.counts()["subjects"] == 2
+
+
+@pytest.mark.parametrize(("argv", "parsed"), [
+    (["maya.diet"], {"question": "maya.diet", "at": None, "act_at": 0.8, "db": None, "as_json": False}),
+    (["maya.diet", "--json", "--db", "s.duckdb"],
+     {"question": "maya.diet", "at": None, "act_at": 0.8, "db": "s.duckdb", "as_json": True}),
+    (["--at=2026-03-01", "maya.diet", "--act-at", "0.9"],
+     {"question": "maya.diet", "at": "2026-03-01", "act_at": 0.9, "db": None, "as_json": False}),
+    (["maya.diet", "--db=a=b.duckdb"], {"question": "maya.diet", "at": None, "act_at": 0.8, "db": "a=b.duckdb",
+                                        "as_json": False}),
+])
+def test_the_fast_path_reads_the_plain_forms_of_belief(argv, parsed):
+    from doxa.cli.fast import parse_belief_args
+
+    assert parse_belief_args(argv) == parsed
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--help"], ["maya.diet", "-h"], ["a", "b"], ["maya.diet", "--db"], ["maya.diet", "--jsn"],
+    ["maya.diet", "--js"], ["maya.diet", "--json", "--json"], ["maya.diet", "--db", "a", "--db", "b"],
+    ["maya.diet", "--act-at", "high"], ["maya.diet", "--act-at", "1.5"], ["--", "maya.diet"],
+])
+def test_the_fast_path_hands_everything_else_to_typer(argv):
+    from doxa.cli.fast import parse_belief_args, try_fast_path
+
+    assert parse_belief_args(argv) is None
+    assert try_fast_path(["belief", *argv]) is False  # typer then explains, or takes it

@@ -19,11 +19,14 @@ from typing import Any, Callable
 
 from doxa.data.errors import StoreError
 
-from doxa.inference.read.feedback import moment_of
 from doxa.inference.read.memory import Memory
 
 
 def _at(at: datetime | str | None) -> datetime | None:
+    if at is None or isinstance(at, datetime):
+        return at  # without importing the feedback verbs: a `doxa belief` process pays for each module
+    from doxa.inference.read.feedback import moment_of
+
     return moment_of(at, StoreError)
 
 

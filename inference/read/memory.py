@@ -17,15 +17,17 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timezone
 from collections.abc import Sequence
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
 from doxa.data.store import SMALL_LOG, Store, StoreError, from_days, to_days
 
-from . import feedback
 from .params import default_params, trust_for_source, with_defaults
 from . import scorer
+
+if TYPE_CHECKING:
+    from . import feedback
 
 DEFAULT_ACT_AT = 0.8
 
@@ -458,38 +460,46 @@ class Memory:
     def correct(self, question: str, answer: str, *, at: datetime | str | None = None,
                 by: str = "user") -> feedback.Feedback:
         """The user corrected the assistant: ``question``'s answer is ``answer`` (a settlement)."""
-        return feedback.settle(self, "correct", question, answer, at=at, by=by)
+        return _feedback().settle(self, "correct", question, answer, at=at, by=by)
 
     def approve(self, question: str, answer: str | None = None, *, at: datetime | str | None = None,
                 by: str = "user") -> feedback.Feedback:
         """The user approved what was proposed: ``answer``, by default the top answer at ``at``,
         recorded with the probability doxa gave it then."""
-        return feedback.settle(self, "approve", question, answer, at=at, by=by)
+        return _feedback().settle(self, "approve", question, answer, at=at, by=by)
 
     def outcome(self, question: str, answer: str, *, how: str, at: datetime | str | None = None,
                 by: str = "world") -> feedback.Feedback:
         """The world showed the answer (``how``: "the parcel arrived")."""
         if not how or not how.strip():
-            raise feedback.FeedbackError("an outcome needs how the world showed it, e.g. how=\"the parcel arrived\"")
-        return feedback.settle(self, "outcome", question, answer, at=at, by=by, note=how)
+            raise _feedback().FeedbackError("an outcome needs how the world showed it, e.g. how=\"the parcel arrived\"")
+        return _feedback().settle(self, "outcome", question, answer, at=at, by=by, note=how)
 
     def reject(self, question: str, answer: str, *, at: datetime | str | None = None,
                by: str = "user") -> feedback.Feedback:
         """The user says ``answer`` is not it: it reads 0 from ``at`` on."""
-        return feedback.reject(self, question, answer, at=at, by=by)
+        return _feedback().reject(self, question, answer, at=at, by=by)
 
     def instruct(self, subject: str | None, text: str, *, at: datetime | str | None = None, by: str = "user",
                  rests_on: dict[str, str] | None = None) -> feedback.Feedback:
         """A directive from the user (never a belief, never evidence); ``rests_on``:
         ``{"question": ..., "answer": ...}``, the belief it presumes."""
-        return feedback.instruct(self, subject, text, at=at, by=by, rests_on=rests_on)
+        return _feedback().instruct(self, subject, text, at=at, by=by, rests_on=rests_on)
 
     def uncertain(self, subject: str | None = None, at: datetime | None = None, *, act_at: float | None = None,
                   limit: int | None = None) -> list[feedback.Uncertain]:
         """The beliefs to ask about before acting — below the act threshold, or with an instruction
         resting on another answer — most useful first (doxa.inference.read.feedback defines "useful")."""
         question_ids = self._subject_question_ids(subject) if subject is not None else None
-        return feedback.uncertain(self, question_ids, at, act_at=act_at, limit=limit)
+        return _feedback().uncertain(self, question_ids, at, act_at=act_at, limit=limit)
+
+
+def _feedback():
+    """doxa.inference.read.feedback, imported at the first feedback verb: a read does not need it,
+    and a fresh `doxa belief` process pays for every module it imports."""
+    from . import feedback
+
+    return feedback
 
 
 @contextmanager

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from doxa.data.params_document import FORMAT, ParamsDocument, ParamsDocumentError  # noqa: F401 (the contract's type)
+# doxa.data.params_document (the contract's type) is imported where a document is built or checked:
+# a belief served from what reads keep beside the store needs neither, and its start-up counts
 
 #: Trust by the most general layer when nothing was fitted and the user stated none.
 #: First-hand people are trusted most (a person about themself), the user's own notes
@@ -47,6 +48,8 @@ DEFAULT_CHANGE_RATE = math.log(2.0) / DEFAULT_HALF_LIFE_DAYS
 
 def default_params() -> dict[str, Any]:
     """The parameter document used before any fit is published."""
+    from doxa.data.params_document import FORMAT
+
     return {
         "format": FORMAT,
         "version": None,
@@ -74,6 +77,8 @@ def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str,
     filled, so readers never need ``.get`` chains. ``context`` begins the message of an error."""
     if type(body) is CheckedParams:
         return body
+    from doxa.data.params_document import ParamsDocument, ParamsDocumentError
+
     try:
         ParamsDocument.from_dict(body)
     except ParamsDocumentError as err:
