@@ -100,10 +100,38 @@ def test_a_well_formed_reply_is_normalised_and_sent_with_the_json_schema(server)
 def test_the_schema_sent_for_a_message_links_only_the_questions_shown_and_wants_two_options():
     schema = OrganizerOutput.response_schema(request())
     assert schema["properties"]["links"]["items"] == {"type": "string", "enum": ["maya.diet"]}
+    assert schema["properties"]["links"]["maxItems"] == 1
     assert schema["$defs"]["NewQuestion"]["properties"]["options"]["minItems"] == 2
     none_shown = OrganizerRequest(text="hi", source="s", source_path="p/s", sent_at=datetime(2026, 5, 1))
     assert OrganizerOutput.response_schema(none_shown)["properties"]["links"]["maxItems"] == 0
-    assert OrganizerOutput.response_schema()["properties"]["links"]["items"] == {"type": "string"}  # names none
+    assert OrganizerOutput.response_schema()["properties"]["links"]["items"]["type"] == "string"  # names none
+
+
+def test_the_schema_sent_bounds_every_list_and_every_free_string():
+    """Under a grammar a small model may repeat itself until its tokens run out; every list and
+    every string it writes freely has an upper bound, so the grammar closes it instead."""
+    unbounded = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            if node.get("type") == "array" and "maxItems" not in node:
+                unbounded.append(where)
+            if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
+                unbounded.append(where)
+            for key, value in node.items():
+                walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, where)
+
+    walk(OrganizerOutput.response_schema(request()), "schema")
+    assert unbounded == []
+    # the bounds are the schema's, not the model's: a longer reply from a server without a schema is read
+    long_text = "Which of the many flowers that Maya has ever mentioned is her favourite one? " * 4
+    reply = {"links": [], "new_questions": [{"subject": "maya", "kind": "flower", "text": long_text,
+                                             "shape": "choice", "options": ["lilies", "tulips"]}],
+             "new_subjects": [], "new_relations": []}
+    assert OrganizerOutput.model_validate(reply).new_questions[0].text == long_text
 
 
 def test_a_server_without_response_format_is_asked_in_each_form_then_without_it_and_remembered(server):
