@@ -336,3 +336,23 @@ def test_a_version_2_store_gains_the_new_tables_and_keeps_its_questions(tmp_path
         assert m.store.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
         assert m.store.execute("SELECT id, instructions_version FROM questions").fetchall() == [("maya.diet", None)]
         assert prompts.current(m.store).version == 1 and prompts.count_pending(m.store) == 0
+
+
+def test_the_organizer_is_shown_only_the_questions_of_the_people_a_message_names(mem):
+    """A related person's question is not shown for a message that names someone (a small model
+    links what it is shown); a message naming no one is shown every question of a small store."""
+    from datetime import datetime
+
+    from doxa.inference.agent.remember import organizer_request
+
+    mem.ingest([R.relation("maya", "sam", "partner"),
+                R.question("maya.diet", DIET, subject="maya", text="What does Maya eat?"),
+                R.question("sam.diet", DIET, subject="sam", text="What does Sam eat?")])
+
+    def shown(text: str) -> tuple[list[str], list[str]]:
+        request = organizer_request(mem, text, "notes", "user/notes", datetime(2026, 5, 1))
+        return sorted(q["id"] for q in request.questions), sorted(s["id"] for s in request.subjects)
+
+    assert shown("Sam eats fish these days") == (["sam.diet"], ["maya", "sam"])
+    assert shown("my sister is vegetarian") == (["maya.diet"], ["maya", "sam"])  # an alias names her
+    assert shown("everyone ate fish at the party") == (["maya.diet", "sam.diet"], ["maya", "sam"])

@@ -109,9 +109,15 @@ def organizer_request(memory: "Memory", text: str, source: str, source_path: str
     subjects = [{"id": s["id"], "name": s["name"], "aliases": s["aliases"], "relations": relations.get(s["id"], [])}
                 for s in every if s["id"] in shown_ids]
     questions: list[dict[str, Any]] = []
-    if shown_ids:
+    # only the questions of the subjects the message names, where it names any (their neighbours
+    # stay among the subjects, for a new question): a small model shown another person's
+    # question links it — measured on a real 1.5B model, 21 of 40 messages linked off their
+    # person when every question was shown, and the neighbours' questions alone still drew
+    # messages about Pablo to his friend Ava's question
+    asked_about = set(named) if named else shown_ids
+    if asked_about:
         terms = [t for t in search.content_terms(search.words(text)) if len(t) > 1]
-        ranked = question_ranking.rank_questions(store, terms, subject_ids=sorted(shown_ids), evidence=False)
+        ranked = question_ranking.rank_questions(store, terms, subject_ids=sorted(asked_about), evidence=False)
         # the best-ranked first; with room to spare every question of these subjects is shown
         chosen = [r["id"] for r in ranked[:MAX_QUESTIONS_SHOWN]]
         if chosen:
