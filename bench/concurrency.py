@@ -65,15 +65,18 @@ class Loops:
     """4 `doxa belief` loops and 1 small-ingest loop, each in its own thread driving processes.
 
     With ``kill_share`` > 0 (the kill phase) that share of the processes is SIGKILLed after a
-    delay drawn uniformly from [0, ``kill_within``] s (unless it has ended by then); each read
+    delay drawn uniformly from [0, ``kill_within[kind]``] s (unless it has ended by then: an ingest
+    of the 1M store takes longer than a read, so its window is wider and some die after their
+    commit); each read
     asks at a time of its own (``--at``) so that an acknowledged read can be found in the log,
     and each ingest writes ``MESSAGES_PER_KILLED_INGEST`` messages, so a half-stored file would
     show."""
 
     def __init__(self, db: str, work: Path, questions: list[str], tag: str, kill_share: float = 0.0,
-                 kill_within: float = 1.0, seed: int = 0):
+                 kill_within: dict[str, float] | None = None, seed: int = 0):
         self.db, self.work, self.questions, self.tag = db, work, questions, tag
-        self.kill_share, self.kill_within, self.seed = kill_share, kill_within, seed
+        self.kill_share, self.seed = kill_share, seed
+        self.kill_within = kill_within or {"belief": 1.0, "ingest": 3.0}
         self.stop = threading.Event()
         self.latencies: list[float] = []
         self.failures: list[str] = []
@@ -85,13 +88,13 @@ class Loops:
         self.threads = [threading.Thread(target=self._reader, args=(i,)) for i in range(4)]
         self.threads.append(threading.Thread(target=self._ingester))
 
-    def _call(self, command: list[str], rng: random.Random) -> tuple[int, float, str]:
+    def _call(self, command: list[str], rng: random.Random, kind: str) -> tuple[int, float, str]:
         """(exit code, seconds, stderr) of one process, killed at a random moment where drawn."""
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
         if self.kill_share and rng.random() < self.kill_share:
             try:
-                process.wait(timeout=rng.uniform(0.0, self.kill_within))
+                process.wait(timeout=rng.uniform(0.0, self.kill_within[kind]))
             except subprocess.TimeoutExpired:
                 process.send_signal(signal.SIGKILL)
         _, err = process.communicate()
@@ -107,7 +110,7 @@ class Loops:
             if self.kill_share:
                 asked = (S.AT + timedelta(seconds=i * 1_000_000 + n)).isoformat()
                 command += ["--at", asked]
-            code, elapsed, err = self._call(command, rng)
+            code, elapsed, err = self._call(command, rng, "belief")
             if code == -signal.SIGKILL:
                 self.killed["belief"] += 1
             elif code != 0:
@@ -132,7 +135,7 @@ class Loops:
                 lines.append({"type": "reading", "message": mid, "question": question, "reader": "reader-1",
                               "probs": self.probs[question]})
             path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-            code, _, err = self._call(doxa("ingest", str(path), "--db", self.db), rng)
+            code, _, err = self._call(doxa("ingest", str(path), "--db", self.db), rng, "ingest")
             path.unlink()
             if code == -signal.SIGKILL:
                 self.killed["ingest"] += 1
@@ -210,7 +213,7 @@ def kill_phase(db: str, work: Path, questions: list[str], probs, seconds: float,
     rng = random.Random(seed)
     with Store.open(db) as store:
         versions_before = [v["version"] for v in store.params_versions()]
-    loops = Loops(db, work, questions, "kill", kill_share=1 / 3, kill_within=1.0, seed=seed).start(probs)
+    loops = Loops(db, work, questions, "kill", kill_share=1 / 3, seed=seed).start(probs)
     train = subprocess.Popen(doxa("train", "--db", db, *train_args), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=ENV)
     train_killed_after = rng.uniform(0.0, seconds)
