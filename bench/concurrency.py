@@ -65,12 +65,11 @@ class Loops:
     """4 `doxa belief` loops and 1 small-ingest loop, each in its own thread driving processes.
 
     With ``kill_share`` > 0 (the kill phase) that share of the processes is SIGKILLed after a
-    delay drawn uniformly from [0, ``kill_within[kind]``] s (unless it has ended by then: an ingest
-    of the 1M store takes longer than a read, so its window is wider and some die after their
-    commit); each read
-    asks at a time of its own (``--at``) so that an acknowledged read can be found in the log,
-    and each ingest writes ``MESSAGES_PER_KILLED_INGEST`` messages, so a half-stored file would
-    show."""
+    delay drawn uniformly from [0, ``kill_within[kind]``] s, unless it has ended by then (an
+    ingest of the 1M store takes longer than a read, so its window is wider and some die after
+    their commit); each read asks at a time of its own (``--at``) so that an acknowledged read
+    can be found in the log, and each ingest writes ``MESSAGES_PER_KILLED_INGEST`` messages, so
+    a half-stored file would show."""
 
     def __init__(self, db: str, work: Path, questions: list[str], tag: str, kill_share: float = 0.0,
                  kill_within: dict[str, float] | None = None, seed: int = 0):
@@ -234,18 +233,19 @@ def kill_phase(db: str, work: Path, questions: list[str], probs, seconds: float,
             "WHERE m.id LIKE 'conc-kill-%' GROUP BY m.id").fetchall())
         published = [v["version"] for v in store.params_versions()]
     folder = Path(db + ".posterior")
-    killed_sizes = [sum(mid in stored for mid in mids) for mids in loops.killed_ingests]
+
+    def how_stored(mids: list[str]) -> str:  # a message counts as stored with exactly its one reading
+        found = [stored.get(mid) for mid in mids]
+        return "whole" if found == [1] * len(mids) else "not at all" if found == [None] * len(mids) else "in part"
+
+    killed = [how_stored(mids) for mids in loops.killed_ingests]
     return {"seconds": seconds, "belief calls": loops.reads, "ingests": len(loops.ingested) // MESSAGES_PER_KILLED_INGEST,
             "killed": {**loops.killed, "train": train.returncode == -signal.SIGKILL},
             "train ended after": min(train_killed_after, seconds), "train exit": train.returncode,
             "failed": len(loops.failures), "failures": loops.failures[:3],
             "lost reads": sum(t[:19] not in logged for t in loops.read_times),
             "lost records": sum(stored.get(mid, 0) != 1 for mid in loops.ingested) * 2,
-            "killed ingests stored whole": killed_sizes.count(MESSAGES_PER_KILLED_INGEST),
-            "killed ingests stored not at all": killed_sizes.count(0),
-            "killed ingests stored in part": len(killed_sizes) - killed_sizes.count(0)
-            - killed_sizes.count(MESSAGES_PER_KILLED_INGEST)
-            + sum(stored.get(mid, 1) != 1 for mids in loops.killed_ingests for mid in mids),
+            **{f"killed ingests stored {how}": killed.count(how) for how in ("whole", "not at all", "in part")},
             "versions published": [v for v in published if v not in versions_before],
             "versions without their posterior file": [v for v in published if not (folder / f"v{v}.nc").exists()]}
 

@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,8 +121,6 @@ def test_two_ingests_started_together_both_land(db, tmp_path):
 def _killed_at(process: subprocess.Popen, deadline: float) -> int:
     """Wait for ``process`` until ``deadline`` (time.monotonic), SIGKILL it if it is still running
     then; its exit code (-9 when killed)."""
-    import time
-
     try:
         process.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -136,8 +135,6 @@ def test_processes_killed_at_random_moments_lose_nothing_they_acknowledged(db, t
     acknowledged (exit 0) is stored, a killed ingest is stored whole or not at all, and a
     published version always has its posterior file. Which process dies where is chance; what
     must hold does not depend on it."""
-    import time
-
     rng = random.Random(14)
     acknowledged_reads, acknowledged_files, killed_files, outcomes = [], [], [], []
     for round_ in range(4):
