@@ -38,7 +38,7 @@ def _full_elbo(fit, particles: int, seed: int) -> tuple[float, float]:
     import numpy as np
     import pyro
     import torch
-    from pyro.infer import TraceMeanField_ELBO
+    from pyro.infer import Trace_ELBO
 
     from doxa.inference.learn.fit import _fast_pyro
     from doxa.model.belief_model import belief_model
@@ -49,7 +49,7 @@ def _full_elbo(fit, particles: int, seed: int) -> tuple[float, float]:
         belief_model(fit.structure_, chains, confusion=fit.confusion_)
 
     pyro.set_rng_seed(seed)  # the same guide noise for every fit compared (common random numbers)
-    elbo = TraceMeanField_ELBO()
+    elbo = Trace_ELBO()  # the fit's own objective (inference/learn/fit.py)
     with torch.no_grad(), _fast_pyro():
         values = np.array([-elbo.loss(model, fit.guide_) for _ in range(particles)])
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(particles)) if particles > 1 else 0.0

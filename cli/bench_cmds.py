@@ -27,7 +27,7 @@ def bench(
     checkpoints: Optional[int] = typer.Option(None, "--checkpoints", min=2, help="Evaluation times (default 10; 6 with --quick)."),
     train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="SVI steps per doxa-learned retraining."),
     retrain_every: Optional[int] = typer.Option(None, "--retrain-every", min=1,
-                                                help="Retrain doxa-learned every N checkpoints (default: 3 times a run; once with --quick)."),
+                                                help="Retrain doxa-learned every N checkpoints (default: every checkpoint; once with --quick)."),
     db: Optional[str] = db_option("Keep the replayed store in this file (default: in memory; "
                                   "an existing file is refused)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Draw the world (and pick the attacked beliefs) "
@@ -66,8 +66,10 @@ def bench(
             fail(f"--systems: unknown {unknown}; choose from {', '.join(baselines.SYSTEM_NAMES)}", 2)
         settings.systems = chosen
     if checkpoints is not None:
+        every = settings.retrain_at == tuple(range(settings.checkpoints))
         settings.checkpoints = checkpoints
-        settings.retrain_at = harness.default_retrain_at(checkpoints, len(settings.retrain_at))
+        settings.retrain_at = (tuple(range(checkpoints)) if every
+                               else harness.default_retrain_at(checkpoints, len(settings.retrain_at)))
     if retrain_every is not None:
         settings.retrain_at = tuple(range(retrain_every - 1, settings.checkpoints, retrain_every))
     if train_steps is not None:

@@ -69,6 +69,7 @@ RATE_LOC_PRIOR = math.log(math.log(2.0) / 365.0)
 RATE_LOC_SCALE = 2.0
 RATE_SCALE_PRIOR = 1.0
 READER_LOG_TEMPERATURE_SCALE = 0.5
+BASE_RATE_CONCENTRATION = 1.0
 
 
 # =============================================================================== latents
@@ -99,7 +100,7 @@ def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float
     })
     for k in structure.group_ks:
         n_k = len(structure.kinds_with_k(k))
-        latents[f"base_rates_{k}"] = pyro.sample(f"base_rates_{k}", dist.Dirichlet(ones(n_k, k)).to_event(1))
+        latents[f"base_rates_{k}"] = pyro.sample(f"base_rates_{k}", dist.Dirichlet(BASE_RATE_CONCENTRATION * ones(n_k, k)).to_event(1))
     n_r = max(len(structure.readers), 1)
     latents["reader_log_temperature"] = pyro.sample(
         "reader_log_temperature", dist.Normal(zeros(n_r), READER_LOG_TEMPERATURE_SCALE * ones(n_r)).to_event(1))

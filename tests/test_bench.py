@@ -274,6 +274,8 @@ def test_cli_bench_json_on_the_tiny_world(tmp_path):
     assert [r["system"] for r in summary["systems"]] == ["oracle", "latest-wins", "majority"]
     assert set(harness.METRIC_KEYS) <= set(summary["systems"][0])
     assert (out / "report.md").is_file()
+    # the nightly job runs every night: by default the bench refits at every checkpoint, however many
+    assert json.loads((out / "results.json").read_text())["settings"]["retrain_at"] == [0, 1, 2]
 
 
 def test_cli_bench_refuses_an_unknown_system(tmp_path):

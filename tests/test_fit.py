@@ -199,6 +199,29 @@ def test_empty_store_says_what_to_do():
         BeliefFit(**FAST).fit(Store.memory().load_evidence())
 
 
+def test_base_rates_of_settled_facts_alone_have_their_known_posterior():
+    # one settlement per question and nothing else: each observes its answer's first draw from
+    # π, so the posterior is Dirichlet(a + counts), a the story's concentration. Eight settled
+    # "red" of three options give E[π_red] = (a + 8) / (3a + 8) (0.818 at a = 1). The guide is a
+    # normal in the unconstrained space, so it matches only approximately (0.79 here); an ELBO
+    # that drops the log-Jacobian of that transform (TraceMeanField_ELBO with an AutoNormal guide
+    # in Pyro 1.9) fits 0.95, pushing base rates to the simplex edge and hierarchical scales to 0
+    from doxa.data.store import Store
+    from records import question, settlement, subject
+
+    a = story.BASE_RATE_CONCENTRATION
+    records = [subject("sam")]
+    for i in range(8):
+        records += [question(f"sam.colour{i}", ["red", "green", "blue"], kind="colour", subject="sam"),
+                    settlement(f"sam.colour{i}", "red", "2025-01-01T00:00:00Z")]
+    store = Store.memory()
+    store.ingest_records(records)
+    fit = BeliefFit(confusion="off", **{**SMALL, "n_draws": 400}).fit(store.load_evidence())
+    prior = fit.params_document()["kinds"]["colour"]["prior"]
+    expected = np.array([a + 8, a, a]) / (3 * a + 8)
+    np.testing.assert_allclose(prior, expected, atol=0.05)
+
+
 def test_losses_and_convergence_are_recorded():
     evidence, _ = simulate_evidence(SimulationConfig(n_questions=40, seed=6))
     fit = BeliefFit(confusion="off", max_steps=60, min_steps=10, **FAST).fit(evidence)
