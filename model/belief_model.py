@@ -100,7 +100,8 @@ def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float
     })
     for k in structure.group_ks:
         n_k = len(structure.kinds_with_k(k))
-        latents[f"base_rates_{k}"] = pyro.sample(f"base_rates_{k}", dist.Dirichlet(BASE_RATE_CONCENTRATION * ones(n_k, k)).to_event(1))
+        latents[f"base_rates_{k}"] = pyro.sample(
+            f"base_rates_{k}", dist.Dirichlet(BASE_RATE_CONCENTRATION * ones(n_k, k)).to_event(1))
     n_r = max(len(structure.readers), 1)
     latents["reader_log_temperature"] = pyro.sample(
         "reader_log_temperature", dist.Normal(zeros(n_r), READER_LOG_TEMPERATURE_SCALE * ones(n_r)).to_event(1))
