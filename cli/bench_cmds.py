@@ -66,10 +66,7 @@ def bench(
             fail(f"--systems: unknown {unknown}; choose from {', '.join(baselines.SYSTEM_NAMES)}", 2)
         settings.systems = chosen
     if checkpoints is not None:
-        every = settings.retrain_at == tuple(range(settings.checkpoints))
-        settings.checkpoints = checkpoints
-        settings.retrain_at = (tuple(range(checkpoints)) if every
-                               else harness.default_retrain_at(checkpoints, len(settings.retrain_at)))
+        settings.set_checkpoints(checkpoints)
     if retrain_every is not None:
         settings.retrain_at = tuple(range(retrain_every - 1, settings.checkpoints, retrain_every))
     if train_steps is not None:

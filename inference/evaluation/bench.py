@@ -243,7 +243,8 @@ class BenchSettings:
     # earlier one measures parameters months stale, which the product never serves: with fits
     # at 10 %, 40 % and 70 % of the run only, half of the default world's gap to the oracle was
     # that staleness (docs/bench.md). A fresh store's cold start is what doxa-equal shows.
-    retrain_at: tuple[int, ...] = tuple(range(10))
+    # None: every checkpoint (filled in by __post_init__).
+    retrain_at: tuple[int, ...] | None = None
     train_steps: int = 1000  # the first fit of the default world converges in ~600 steps, later ones in 300-400
     train_confusion: str = "off"
     train_events_per_step: int | None = 20_000  # SVI subsamples questions beyond this many events a step
@@ -257,6 +258,18 @@ class BenchSettings:
     coverages: tuple[float, ...] = (0.9, 0.8, 0.7)
     systems: tuple[str, ...] = baselines.SYSTEM_NAMES
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.retrain_at is None:
+            self.retrain_at = tuple(range(self.checkpoints))
+
+    def set_checkpoints(self, checkpoints: int) -> None:
+        """Change the number of checkpoints, keeping the schedule's shape: refits at every
+        checkpoint stay at every one; otherwise as many, spread as :func:`default_retrain_at` does."""
+        every = self.retrain_at == tuple(range(self.checkpoints))
+        self.checkpoints = checkpoints
+        self.retrain_at = (tuple(range(checkpoints)) if every
+                           else default_retrain_at(checkpoints, len(self.retrain_at)))
 
     @classmethod
     def quick(cls) -> "BenchSettings":

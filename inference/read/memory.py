@@ -471,9 +471,10 @@ class Memory:
     def outcome(self, question: str, answer: str, *, how: str, at: datetime | str | None = None,
                 by: str = "world") -> feedback.Feedback:
         """The world showed the answer (``how``: "the parcel arrived")."""
+        verbs = _feedback()
         if not how or not how.strip():
-            raise _feedback().FeedbackError("an outcome needs how the world showed it, e.g. how=\"the parcel arrived\"")
-        return _feedback().settle(self, "outcome", question, answer, at=at, by=by, note=how)
+            raise verbs.FeedbackError("an outcome needs how the world showed it, e.g. how=\"the parcel arrived\"")
+        return verbs.settle(self, "outcome", question, answer, at=at, by=by, note=how)
 
     def reject(self, question: str, answer: str, *, at: datetime | str | None = None,
                by: str = "user") -> feedback.Feedback:
