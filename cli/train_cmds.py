@@ -95,6 +95,11 @@ def _print_train(summary: dict, result) -> None:
     report = result.document["diagnostics"]["calibration"]
     con.print(f"calibration map: {report['method']} (fitted on {report['n']} settlements, "
               f"{'held-out' if report.get('out_of_sample', True) else 'in-sample'} predictions)")
+    if report.get("cv_log_loss"):
+        se = report.get("cv_se") or {}
+        con.print("  held-out log-loss (isotonic must win by more than one standard error): " + ", ".join(
+            f"{m} {v:.4f}" + (f" (+{v - min(report['cv_log_loss'].values()):.4f} ± {se[m]:.4f})" if se.get(m) else "")
+            for m, v in report["cv_log_loss"].items()))
     con.print(markdown_table(report))
     if summary["moved"]:
         con.print("moved most since the previous version:")

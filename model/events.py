@@ -33,6 +33,7 @@ class EventStream:
     logr: np.ndarray  # (E, K_max) log of the reader's probabilities over the options (LOG_ZERO for 0)
     mix: np.ndarray  # (E,) 1 - weight: the part of a reading that says nothing about the lasting answer
     weight: np.ndarray  # (E,) c (1-u)(1-o), c the reading's independent share (doxa.model.independence)
+    clarity: np.ndarray  # (E,) (1-u)(1-o): how clearly a reading states an answer, before any independence discount
     reading_row: np.ndarray  # (E,) row in the evidence readings, -1 for settlements
     settlement_row: np.ndarray  # (E,) row in the evidence settlements, -1 for readings
     rank: np.ndarray  # (E,) position within the question's events
@@ -69,7 +70,8 @@ class EventStream:
                      np.zeros(n_s, np.int64)]
         reader = np.r_[evidence.reader_index.astype(np.int64), np.zeros(n_s, np.int64)]
         logr_all = np.vstack([logr, np.zeros((n_s, k_max))])
-        informative = independent_share(evidence) * (1 - u) * (1 - o) if n else np.zeros(0)
+        clear = (1 - u) * (1 - o) if n else np.zeros(0)
+        informative = independent_share(evidence) * clear if n else np.zeros(0)
         mix = np.r_[1 - informative, np.zeros(n_s)]
         weight = np.r_[informative, np.ones(n_s)]
         reading_row = np.r_[np.arange(n), np.full(n_s, -1)]
@@ -81,6 +83,7 @@ class EventStream:
         rank = np.arange(len(q)) - np.repeat(starts, lengths)
         return cls(q=q, t=t[order], is_settlement=is_settle[order], answer=answer[order], leaf=leaf[order],
                    reader=reader[order], logr=logr_all[order], mix=mix[order], weight=weight[order],
+                   clarity=np.r_[clear, np.ones(n_s)][order],
                    reading_row=reading_row[order], settlement_row=settlement_row[order], rank=rank,
                    n_questions=len(k_q))
 

@@ -81,6 +81,64 @@ def test_output_calibration_reports_cross_validated_after_figures():
     assert tiny.map_ == {"method": "none"}  # five settlements say nothing
 
 
+def _with_low_confidence_misses(seed: int):
+    """Calibrated 4-option predictions plus a dozen near-uniform ones that all missed."""
+    probs, answer = honest_predictions(600, k=4, seed=seed)
+    low = np.tile([0.28, 0.25, 0.24, 0.23], (12, 1))
+    missed = np.random.default_rng(seed).integers(1, 4, 12)
+    return np.vstack([probs, low]), np.r_[answer, missed]
+
+
+def test_isotonic_must_beat_the_best_parametric_map_by_a_standard_error():
+    # seed 5: isotonic has the lowest held-out loss, by less than a standard error; it would
+    # map every near-uniform belief's top answer to a few percent on the strength of 12 misses
+    probs, answer = _with_low_confidence_misses(5)
+    cal = calibrate.OutputCalibration().fit(probs, answer)
+    cv = cal.cv_log_loss_
+    assert cv["isotonic"] < min(cv["floor"], cv["temperature+floor"])
+    assert cal.method_ in ("floor", "temperature+floor") and cal.map_["method"] == "temperature"
+    chosen = []
+    for seed in range(5):
+        cal = calibrate.OutputCalibration().fit(*_with_low_confidence_misses(seed))
+        cv = cal.cv_log_loss_
+        parametric = min(("floor", "temperature+floor"), key=cv.get)
+        assert (cal.method_ == "isotonic") == (cv[parametric] - cv["isotonic"] > cal.cv_se_[parametric])
+        assert cal.method_ in (parametric, "isotonic")
+        chosen.append(cal.method_)
+    assert "isotonic" in chosen and set(chosen) - {"isotonic"}  # both sides of the rule seen
+
+
+def test_the_floor_alone_is_a_candidate():
+    probs, answer = honest_predictions(200, seed=8)
+    fitted = calibrate.fit_map("floor", probs, answer)
+    assert fitted["method"] == "temperature" and fitted["temperature"] == 1.0 and 0 < fitted["floor"] < 0.1
+    mapped = calibrate.apply_calibration(fitted, probs)
+    np.testing.assert_array_equal(mapped.argmax(1), probs.argmax(1))
+    # on fewer than CHOICE_MIN_POINTS predictions held-out loss cannot tell T from 1: the MAP
+    # temperature (under its prior) with the floor is the only map
+    assert set(calibrate.OutputCalibration().fit(probs, answer).cv_log_loss_) == {"temperature+floor"}
+    more, answers = honest_predictions(calibrate.CHOICE_MIN_POINTS, seed=8)
+    assert set(calibrate.OutputCalibration().fit(more, answers).cv_log_loss_) == {
+        "floor", "temperature+floor", "isotonic"}
+
+
+def test_a_real_distortion_is_still_undone():
+    probs, answer = honest_predictions(1500, seed=9)
+    cal = calibrate.OutputCalibration().fit(sharpen(probs, 0.5), answer)
+    assert cal.method_ in ("temperature+floor", "isotonic")
+    assert cal.cv_log_loss_["floor"] > cal.cv_log_loss_[cal.method_] + 0.01
+
+
+def test_one_standard_error_rule_prefers_the_simplest_within_noise():
+    rng = np.random.default_rng(0)
+    base = rng.exponential(size=400)
+    close = {"simple": base + 0.001 + rng.normal(0, 0.05, 400), "complex": base}
+    assert calibrate.one_standard_error_choice(close)[0] == "simple"
+    far = {"simple": base + 0.2 + rng.normal(0, 0.05, 400), "complex": base}
+    chosen, se = calibrate.one_standard_error_choice(far)
+    assert chosen == "complex" and se["complex"] == 0.0 and 0 < se["simple"] < 0.01
+
+
 def test_reliability_diagram_is_written(tmp_path):
     probs, answer = honest_predictions(300, seed=7)
     report = calibrate.OutputCalibration(allow_floor=False).fit(sharpen(probs, 0.6), answer).report()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from doxa.data.evidence import SourceTable
 from doxa.inference.read import scorer
@@ -109,3 +111,129 @@ def _with_readings(evidence, questions, source, probs):
         probs=np.vstack([evidence.probs, probs])[order], unclear=cat(evidence.unclear, np.zeros(n)),
         unrelated=cat(evidence.unrelated, np.zeros(n)), one_off=cat(evidence.one_off, np.zeros(n)),
         message=None, sources=sources)
+
+
+# ------------------------------------------------------------------ the dependence test
+def _stream(evidence):
+    from doxa.model.events import EventStream
+    from doxa.model.structure import ModelStructure
+
+    structure = ModelStructure.from_evidence(evidence)
+    return EventStream.from_evidence(evidence, structure), structure
+
+
+def test_the_dependence_test_flags_the_layer_that_agrees_with_itself_beyond_its_record(robust):
+    from doxa.model.chains import dependent_layers, layer_agreement, unsettled_weights
+
+    evidence = robust[0]
+    stream, structure = _stream(evidence)
+    node = {path: i for i, path in enumerate(structure.tree.paths.tolist())}
+    counts = layer_agreement(stream, structure)
+    club = counts[node["club"]]
+    # unsettled: 4 members all state one shared answer, so every pair agrees
+    assert club[0, 1] > 0 and club[0, 0] == club[0, 1]
+    # settled: independent 70% members agree on 0.7² + 0.3² = 58% of pairs
+    assert 0.4 < club[1, 0] / club[1, 1] < 0.75
+    flagged = dependent_layers(stream, structure)
+    assert flagged[node["club"]]
+    assert not flagged[node["expert"]] and not flagged[node["forum"]] and not flagged[node["social"]]
+    weight = unsettled_weights(stream, structure)
+    reading = ~stream.is_settlement
+    layer = structure.tree.parent[stream.leaf]
+    settled_q = np.bincount(stream.q[stream.is_settlement], minlength=stream.n_questions) > 0
+    on_unsettled = reading & ~settled_q[stream.q]
+    # an honest layer's unsettled readings keep full weight; the club's are capped at its settled record
+    assert np.all(weight[on_unsettled & (layer == node["forum"])] == 1.0)
+    club_rows = on_unsettled & (layer == node["club"])
+    assert np.all(weight[club_rows] < 1.0)
+    settled_club = (reading & settled_q[stream.q] & (layer == node["club"])).sum()
+    assert weight[club_rows].sum() == pytest.approx(settled_club)
+    # confusion matrices: every layer capped at its settled record, the honest forum too
+    matrices = unsettled_weights(stream, structure, every_layer=True)
+    forum_rows = on_unsettled & (layer == node["forum"])
+    settled_forum = (reading & settled_q[stream.q] & (layer == node["forum"])).sum()
+    assert np.all(matrices[forum_rows] < 1.0) and matrices[forum_rows].sum() == pytest.approx(settled_forum)
+    np.testing.assert_array_equal(matrices[club_rows], weight[club_rows])
+
+
+def _records(labels, settled):
+    """Yes/no items at one time: ``labels`` (source, layer, item, says yes), ``settled`` {item: yes}."""
+    from training_data import SENT_AT
+
+    items = sorted({item for _, _, item, _ in labels} | set(settled))
+    records = [{"type": "subject", "id": "set", "name": "set"}]
+    records += [{"type": "source", "id": sid, "layers": [layer]} for sid, layer in sorted({(s, g) for s, g, _, _ in labels})]
+    records += [{"type": "question", "id": f"set.{i}", "subject": "set", "kind": "item", "text": f"item {i}?",
+                 "shape": "yes_no", "options": ["yes", "no"]} for i in items]
+    for n, (sid, _, item, yes) in enumerate(labels):
+        records.append({"type": "message", "id": f"m{n}", "source": sid, "sent_at": SENT_AT,
+                        "text": f"{sid} says item {item}: {'yes' if yes else 'no'} ({n})"})
+        records.append({"type": "reading", "message": f"m{n}", "question": f"set.{item}", "reader": "label",
+                        "probs": {"yes": float(yes), "no": float(not yes)}, "unclear": 0.0, "unrelated": 0.0,
+                        "one_off": 0.0})
+    records += [{"type": "settlement", "question": f"set.{i}", "answer": "yes" if yes else "no", "at": SENT_AT,
+                 "how": "outcome"} for i, yes in settled.items()]
+    return records
+
+
+def _evidence(records):
+    from doxa.data.store import Store
+
+    store = Store.memory()
+    store.ingest_records(records)
+    return store.load_evidence()
+
+
+def test_one_source_per_question_and_a_source_repeating_itself_make_no_pairs():
+    from doxa.model.chains import dependent_layers, layer_agreement
+
+    # "self": one account per subject, each repeating its own (always equal) answer three times,
+    # "pair": two sources that agree on every unsettled item and on no settled one
+    labels = [(f"self-{i}", "self", i, True) for i in range(40) for _ in range(3)]
+    labels += [(s, "pair", i, True) for s in ("pair-a", "pair-b") for i in range(40)]
+    labels += [("pair-a", "pair", i, True) for i in range(40, 70)] + [("pair-b", "pair", i, False) for i in range(40, 70)]
+    evidence = _evidence(_records(labels, {i: True for i in range(40, 70)}))
+    stream, structure = _stream(evidence)
+    node = {path: i for i, path in enumerate(structure.tree.paths.tolist())}
+    counts = layer_agreement(stream, structure)
+    assert counts[node["self"]].sum() == 0
+    np.testing.assert_array_equal(counts[node["pair"]], [[40, 40], [0, 30]])
+    flagged = dependent_layers(stream, structure)
+    assert flagged[node["pair"]] and not flagged[node["self"]]
+
+
+def test_a_layer_with_no_settled_pairs_to_vouch_for_it_counts_as_dependent_only_with_enough_pairs():
+    from doxa.model.chains import MIN_PAIRS, dependent_layers
+
+    def flagged(n_items):
+        labels = [(s, "duo", i, True) for s in ("duo-a", "duo-b") for i in range(n_items)]
+        labels += [("anchor", "anchor", 1000, True)]
+        evidence = _evidence(_records(labels, {1000: True}))
+        stream, structure = _stream(evidence)
+        node = {path: i for i, path in enumerate(structure.tree.paths.tolist())}
+        return bool(dependent_layers(stream, structure)[node["duo"]])
+
+    assert not flagged(MIN_PAIRS - 1)  # too few pairs to lift anything
+    assert flagged(MIN_PAIRS)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.booleans()), min_size=1, max_size=30),
+       st.sets(st.integers(0, 5), max_size=3))
+def test_layer_agreement_counts_each_pair_of_votes_from_distinct_sources_once(labels, settled):
+    from doxa.model.chains import layer_agreement
+
+    # sources 0-2 in layer "a", 3-5 in layer "b"
+    rows = [(f"s{s}", "a" if s < 3 else "b", item, yes) for s, item, yes in labels]
+    evidence = _evidence(_records(rows, {i: True for i in settled}))
+    stream, structure = _stream(evidence)
+    counts = layer_agreement(stream, structure)
+    for layer in ("a", "b"):
+        mine = sorted({r for r in rows if r[1] == layer})  # a source repeating a vote votes once
+        expected = np.zeros((2, 2))
+        for i, (s1, _, q1, y1) in enumerate(mine):
+            for s2, _, q2, y2 in mine[i + 1:]:
+                if q1 == q2 and s1 != s2:
+                    expected[int(q1 in settled)] += [y1 == y2, 1]
+        got = counts[structure.tree.paths.tolist().index(layer)] if layer in structure.tree.paths else np.zeros((2, 2))
+        np.testing.assert_array_equal(got, expected)

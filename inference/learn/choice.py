@@ -11,8 +11,8 @@ form's, per settlement, with the standard error of the paired differences.
 
 The form with the lower held-out log-loss is kept when the difference is larger than its
 standard error. When it is not (a few dozen settlements rarely settle it: on a store
-where half the workers answer "yes" whatever the truth, 0.096 against 0.109 with a
-standard error of 0.029 over 60 settlements), the held-out data cannot tell the forms
+where half the workers answer "yes" whatever the truth, 0.103 for the matrices against
+0.098 with a standard error of 0.031 over 60 settlements), the held-out data cannot tell the forms
 apart and the fit's own preference decides: the confusion form when its ELBO is higher
 by more than the fit's margin (:class:`~doxa.inference.learn.fit.BeliefFit`). On TEMP
 (crowd, 92 settlements) the held-out sign alone kept one number on one seed of five and
