@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import isotonic_regression, minimize_scalar
 
-from doxa.inference.learn.metrics import N_BINS, calibration_metrics, log_loss, reliability_table, top_answer
+from doxa.inference.learn.metrics import (N_BINS, calibration_metrics, log_loss, log_losses, reliability_table,
+                                         top_answer)
 from doxa.inference.read.scorer import apply_calibration as _scorer_apply
 
 CHOICE_MIN_POINTS = 300  # from here on, held-out loss may choose the floor alone or isotonic
@@ -82,8 +83,11 @@ def _temperature_map(log_t: float, floor: float) -> dict[str, Any]:
 
 
 def fit_temperature(probs: np.ndarray, answer: np.ndarray, *, floor: bool = False,
-                    bounds: tuple[float, float] = (0.05, 20.0)) -> dict[str, Any]:
-    """MAP temperature (and floor) for ``p^(1/T)`` (coordinate-wise bounded scalar minimisation)."""
+                    bounds: tuple[float, float] = (0.05, 20.0), fixed: float | None = None) -> dict[str, Any]:
+    """MAP temperature (and floor) for ``p^(1/T)`` (coordinate-wise bounded scalar minimisation).
+
+    ``fixed``: hold ``T`` there and fit the floor alone (the ``floor`` map at ``T`` = 1).
+    """
     n = max(len(answer), 1)
     a_prior, b_prior = FLOOR_PRIOR
 
@@ -95,24 +99,13 @@ def fit_temperature(probs: np.ndarray, answer: np.ndarray, *, floor: bool = Fals
         return nll + penalty
 
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
-    log_t, eps = 0.0, (0.02 if floor else 0.0)
-    for _ in range(4 if floor else 1):
-        log_t = _minimise(lambda x: objective(x, eps), lo, hi)
+    log_t, eps = (0.0 if fixed is None else float(np.log(fixed))), (0.02 if floor else 0.0)
+    for _ in range(4 if floor and fixed is None else 1):
+        if fixed is None:
+            log_t = _minimise(lambda x: objective(x, eps), lo, hi)
         if floor:
             eps = _minimise(lambda e: objective(log_t, e), 1e-4, 0.5)
     return _temperature_map(log_t, eps)
-
-
-def fit_floor(probs: np.ndarray, answer: np.ndarray) -> dict[str, Any]:
-    """MAP floor ``ε`` at ``T`` = 1: the hedge alone, every belief's ranking and spread kept."""
-    n = max(len(answer), 1)
-    a_prior, b_prior = FLOOR_PRIOR
-
-    def objective(eps: float) -> float:
-        nll = log_loss(apply_calibration(_temperature_map(0.0, eps), probs), answer) * n
-        return nll - (a_prior - 1) * np.log(eps) - (b_prior - 1) * np.log1p(-eps)
-
-    return _temperature_map(0.0, _minimise(objective, 1e-4, 0.5))
 
 
 def fit_isotonic(probs: np.ndarray, answer: np.ndarray) -> tuple[list[float], list[float]]:
@@ -147,7 +140,7 @@ def fit_map(method: str, probs: np.ndarray, answer: np.ndarray) -> dict[str, Any
     if method == "temperature":
         return fit_temperature(probs, answer)
     if method == "floor":
-        return fit_floor(probs, answer)
+        return fit_temperature(probs, answer, floor=True, fixed=1.0)
     if method == "temperature+floor":
         return fit_temperature(probs, answer, floor=True)
     if method == "isotonic":
@@ -204,8 +197,8 @@ class OutputCalibration:
             test, train = folds == f, folds != f
             for m in candidates:
                 cv[m][test] = apply_calibration(fit_map(m, probs[train], answer[train]), probs[test])
-        self.cv_log_loss_ = {m: log_loss(cv[m], answer) for m in candidates}
-        pointwise = {m: _pointwise_log_loss(cv[m], answer) for m in candidates}
+        pointwise = {m: log_losses(cv[m], answer) for m in candidates}
+        self.cv_log_loss_ = {m: float(loss.mean()) for m, loss in pointwise.items()}
         parametric = min((m for m in candidates if m != "isotonic"), key=lambda m: self.cv_log_loss_[m])
         self.method_, self.cv_se_ = one_standard_error_choice(
             {m: pointwise[m] for m in (parametric, "isotonic") if m in pointwise})
@@ -237,11 +230,6 @@ class OutputCalibration:
             "reliability_before": self.table_before_,
             "reliability_after": self.table_after_,
         }
-
-
-def _pointwise_log_loss(probs: np.ndarray, answer: np.ndarray) -> np.ndarray:
-    # the same floor as metrics.log_loss, per prediction
-    return -np.log(np.clip(probs[np.arange(len(answer)), answer], 1e-6, 1.0))
 
 
 def one_standard_error_choice(losses: dict[str, np.ndarray]) -> tuple[str, dict[str, float]]:

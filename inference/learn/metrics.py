@@ -38,11 +38,15 @@ def accuracy(probs: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean(np.argmax(probs, axis=1) == truth)) if len(truth) else float("nan")
 
 
+def log_losses(probs: np.ndarray, truth: np.ndarray, floor: float = LOG_LOSS_FLOOR) -> np.ndarray:
+    """``-log p(truth)`` of each prediction, ``p`` floored at ``floor``."""
+    return -np.log(np.clip(probs[np.arange(len(truth)), truth], floor, 1.0))
+
+
 def log_loss(probs: np.ndarray, truth: np.ndarray, floor: float = LOG_LOSS_FLOOR) -> float:
     if not len(truth):
         return float("nan")
-    p = probs[np.arange(len(truth)), truth]
-    return float(np.mean(-np.log(np.clip(p, floor, 1.0))))
+    return float(np.mean(log_losses(probs, truth, floor)))
 
 
 def brier_score(probs: np.ndarray, truth: np.ndarray) -> float:
