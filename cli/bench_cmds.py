@@ -28,6 +28,10 @@ def bench(
     train_steps: Optional[int] = typer.Option(None, "--train-steps", min=1, help="SVI steps per doxa-learned retraining."),
     retrain_every: Optional[int] = typer.Option(None, "--retrain-every", min=1,
                                                 help="Retrain doxa-learned every N checkpoints (default: every checkpoint; once with --quick)."),
+    folds: Optional[int] = typer.Option(None, "--folds", min=0,
+                                        help="Held-out folds for each retraining's calibration map, as `doxa train "
+                                        "--folds` (0: in-sample, twice as fast; default: the nightly job's rule, "
+                                        "0 with --quick)."),
     db: Optional[str] = db_option("Keep the replayed store in this file (default: in memory; "
                                   "an existing file is refused)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Draw the world (and pick the attacked beliefs) "
@@ -71,6 +75,8 @@ def bench(
         settings.retrain_at = tuple(range(retrain_every - 1, settings.checkpoints, retrain_every))
     if train_steps is not None:
         settings.train_steps = train_steps
+    if folds is not None:
+        settings.train_folds = folds
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -247,6 +247,7 @@ def test_quick_run_writes_the_report_and_plots(quick_result):
     report = (out / "report.md").read_text()
     for system in baselines.SYSTEM_NAMES:
         assert f"| {system} |" in report
+    assert "calibration map on in-sample predictions" in report  # --quick saves the held-out folds, and says so
     assert json.loads((out / "results.json").read_text())["world"]["name"] == "quick"
 
 
@@ -268,14 +269,22 @@ def test_cli_bench_json_on_the_tiny_world(tmp_path):
 
     out = tmp_path / "out"
     found = CliRunner().invoke(app, ["bench", "--world", "tiny", "--systems", "oracle,latest-wins,majority",
-                                     "--checkpoints", "3", "--out", str(out), "--json"])
+                                     "--checkpoints", "3", "--folds", "2", "--out", str(out), "--json"])
     assert found.exit_code == 0, found.output
     summary = json.loads(found.stdout)
     assert [r["system"] for r in summary["systems"]] == ["oracle", "latest-wins", "majority"]
     assert set(harness.METRIC_KEYS) <= set(summary["systems"][0])
     assert (out / "report.md").is_file()
     # the nightly job runs every night: by default the bench refits at every checkpoint, however many
-    assert json.loads((out / "results.json").read_text())["settings"]["retrain_at"] == [0, 1, 2]
+    settings = json.loads((out / "results.json").read_text())["settings"]
+    assert settings["retrain_at"] == [0, 1, 2]
+    assert settings["train_folds"] == 2
+
+
+def test_full_schedule_calibrates_on_held_out_folds_as_the_nightly_job_does():
+    # None is train()'s own rule (three folds, in-sample above 20,000 settlements); --quick saves the folds
+    assert harness.BenchSettings().train_folds is None
+    assert harness.BenchSettings.quick().train_folds == 0
 
 
 def test_cli_bench_refuses_an_unknown_system(tmp_path):

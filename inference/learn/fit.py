@@ -326,6 +326,7 @@ class BeliefFit:
                     "trust_scale": latents["trust_scale"].numpy(),
                     "rate_loc": latents["rate_loc"].numpy(),
                     "rate_scale": latents["rate_scale"].numpy(),
+                    "base_rate_concentration": latents["base_rate_concentration"].numpy(),
                 }
                 for k, table in derived.prior_table.items():
                     record[f"prior_{k}"] = table[:-1].numpy()

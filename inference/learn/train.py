@@ -166,6 +166,7 @@ def inference_data(fit: BeliefFit):
         "half_life_days": (np.log(2.0) / d["rate"])[None],
         "rate_loc": d["rate_loc"][None],
         "rate_scale": d["rate_scale"][None],
+        "base_rate_concentration": d["base_rate_concentration"][None],
         "reader_temperature": d["temperature"][None],
     }
     k_max = int(max(s.group_ks)) if s.group_ks else 2
