@@ -66,7 +66,7 @@ class Chains:
     mix: torch.Tensor
     weight: torch.Tensor
     pair: torch.Tensor  # row in the group's confusion table, -1: one-number form
-    trust_weight: torch.Tensor  # weight of the slot in the trust gradient (settled first, see unsettled_weights)
+    trust_weight: torch.Tensor  # weight of the slot in the trust gradient (settled first, see settled_first_weights)
     confusion_weight: torch.Tensor  # the same in the gradient of a confusion matrix (every layer capped)
     n_events: int
     subsample: int | None = None
@@ -189,7 +189,7 @@ def _option_groups(ks: np.ndarray, slots_by_k: dict[int, int], depth_by_k: dict[
 
 #: Unsettled readings under a layer that agrees with itself more than its settled record
 #: shows may weigh in its trust at most this many times as much as its settled readings do
-#: (see :func:`unsettled_weights`).
+#: (see :func:`settled_first_weights`).
 UNSETTLED_CAP = 1.0
 #: A layer is *dependent* when the one-sided z of (within-layer agreement on unsettled
 #: questions − on settled ones) exceeds this. Pairs that share a reading are not
@@ -255,9 +255,10 @@ def dependent_layers(stream: EventStream, structure: ModelStructure) -> np.ndarr
     return (pairs_u >= MIN_PAIRS) & ((pairs_s < MIN_PAIRS) | (z > DEPENDENCE_Z))
 
 
-def unsettled_weights(stream: EventStream, structure: ModelStructure, cap: float | None = UNSETTLED_CAP,
-                      every_layer: bool = False) -> np.ndarray:
-    """(E,) weight of each event in the gradient of trust: settled facts first.
+def settled_first_weights(stream: EventStream, structure: ModelStructure, cap: float | None = UNSETTLED_CAP
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """(E,) weights of each event in the gradient of trust, and in that of a confusion matrix:
+    settled facts first.
 
     A reading on a question with no settlement in the fit says how reliable its source
     is only through agreement with other readings, and agreement is not independence: a
@@ -274,16 +275,16 @@ def unsettled_weights(stream: EventStream, structure: ModelStructure, cap: float
     cut, as for the reader temperature). ``cap=None``: weight 1 everywhere (the plain
     marginal likelihood).
 
-    ``every_layer=True`` caps every layer, dependent or not: the weights of a confusion
-    matrix's gradient. A matrix has ``K(K-1)`` free numbers where trust has one, and
-    fitted on agreement alone it can settle on a relabelling of the answers (Dawid–Skene's
+    The confusion matrices' weights cap every layer, dependent or not. A matrix has
+    ``K(K-1)`` free numbers where trust has one, and fitted on agreement alone it can
+    settle on a relabelling of the answers (Dawid–Skene's
     log-loss on the crowd sets of docs/training.md is 3-4 times doxa's); on Bluebirds,
     matrices fed unsettled agreement at full weight cost 0.14 nats a question on one
     split of five (0.470 against 0.327).
     """
     weight = np.ones(len(stream))
     if cap is None or len(stream) == 0:
-        return weight
+        return weight, weight.copy()
     settled_q = np.bincount(stream.q[stream.is_settlement], minlength=stream.n_questions) > 0
     reading = ~stream.is_settlement
     parent = structure.tree.parent[stream.leaf[reading]]
@@ -293,10 +294,11 @@ def unsettled_weights(stream: EventStream, structure: ModelStructure, cap: float
     s_count = np.bincount(group[on_settled], minlength=n).astype(np.float64)
     u_count = np.bincount(group[~on_settled], minlength=n).astype(np.float64)
     gamma = np.minimum(1.0, cap * s_count / np.maximum(u_count, 1.0))
-    if not every_layer:
-        gamma = np.where(dependent_layers(stream, structure), gamma, 1.0)
-    weight[np.flatnonzero(reading)] = np.where(on_settled, 1.0, gamma[group])
-    return weight
+    rows = np.flatnonzero(reading)
+    confusion = weight.copy()
+    confusion[rows] = np.where(on_settled, 1.0, gamma[group])
+    weight[rows] = np.where(on_settled, 1.0, np.where(dependent_layers(stream, structure), gamma, 1.0)[group])
+    return weight, confusion
 
 
 def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.float32,
@@ -306,7 +308,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
 
     ``events_per_step`` sets plate subsampling: each group draws its share of that many
     padded slots per step. ``merge=False`` keeps one group per option count.
-    ``unsettled_cap``: see :func:`unsettled_weights`.
+    ``unsettled_cap``: see :func:`settled_first_weights`.
     """
     if len(stream) == 0:
         return []
@@ -325,8 +327,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
     slots_by_k = {int(kk): int(slots[keep & (k_of == kk)].sum()) for kk in present}
     dt_all = np.maximum(np.where(stream.rank > 0, stream.t - np.r_[stream.t[:1], stream.t[:-1]], 0.0), 0.0)
 
-    trust_weight_all = unsettled_weights(stream, structure, unsettled_cap)
-    confusion_weight_all = unsettled_weights(stream, structure, unsettled_cap, every_layer=True)
+    trust_weight_all, confusion_weight_all = settled_first_weights(stream, structure, unsettled_cap)
     out: list[Chains] = []
     depth_by_k = {int(kk): int(size_log2[keep & (k_of == kk)].max()) + 1 for kk in present}
     scale = 1.0 if events_per_step is None else min(1.0, events_per_step / max(total_slots, 1))

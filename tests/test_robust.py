@@ -123,7 +123,7 @@ def _stream(evidence):
 
 
 def test_the_dependence_test_flags_the_layer_that_agrees_with_itself_beyond_its_record(robust):
-    from doxa.model.chains import dependent_layers, layer_agreement, unsettled_weights
+    from doxa.model.chains import dependent_layers, layer_agreement, settled_first_weights
 
     evidence = robust[0]
     stream, structure = _stream(evidence)
@@ -137,7 +137,7 @@ def test_the_dependence_test_flags_the_layer_that_agrees_with_itself_beyond_its_
     flagged = dependent_layers(stream, structure)
     assert flagged[node["club"]]
     assert not flagged[node["expert"]] and not flagged[node["forum"]] and not flagged[node["social"]]
-    weight = unsettled_weights(stream, structure)
+    weight, matrices = settled_first_weights(stream, structure)
     reading = ~stream.is_settlement
     layer = structure.tree.parent[stream.leaf]
     settled_q = np.bincount(stream.q[stream.is_settlement], minlength=stream.n_questions) > 0
@@ -149,7 +149,6 @@ def test_the_dependence_test_flags_the_layer_that_agrees_with_itself_beyond_its_
     settled_club = (reading & settled_q[stream.q] & (layer == node["club"])).sum()
     assert weight[club_rows].sum() == pytest.approx(settled_club)
     # confusion matrices: every layer capped at its settled record, the honest forum too
-    matrices = unsettled_weights(stream, structure, every_layer=True)
     forum_rows = on_unsettled & (layer == node["forum"])
     settled_forum = (reading & settled_q[stream.q] & (layer == node["forum"])).sum()
     assert np.all(matrices[forum_rows] < 1.0) and matrices[forum_rows].sum() == pytest.approx(settled_forum)
