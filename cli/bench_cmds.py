@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail
+from doxa.cli.common import emit_json, fail, markup_safe
 from doxa.cli.options import db_option, flag, json_option
 
 
@@ -114,7 +114,8 @@ def render_table(result, console) -> None:
 
     header, rows = harness.table_rows(result)
     w = result.world
-    table = Table(title=f"doxa bench — world {w['name']}: {w['questions']} questions, {w['readings']} readings, "
+    table = Table(title=f"doxa bench — world {markup_safe(w['name'])}: {w['questions']} questions, "
+                        f"{w['readings']} readings, "
                         f"{w['settlements']} settlements, {w['days']:.0f} days")
     for i, name in enumerate(header):
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)

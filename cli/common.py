@@ -6,14 +6,25 @@ command runs, not for `--help` or an argument error.
 Errors reach a person as ``Error: …`` on standard error; with ``--json`` as one JSON
 object there instead, ``{"error": …, "problems": [{line, field, reason, fix}]}``. Either
 way the exit code is non-zero (1: refused or failed; 2: a bad option value).
+
+Every human-readable line goes through :func:`doxa.cli.terminal.printable` (user text, also inside
+an ``Error:`` line, can hold characters a terminal would obey); ``--json`` keeps the exact text.
+:func:`report_uncaught` is the one top-level handler: every entry point (the fast path of
+`doxa belief` in cli/entry.py, the typer group in cli/main.py) turns what escapes a command
+into one such line.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, NoReturn, Optional
+
+from doxa.cli.terminal import json_safe, printable
 
 #: Set by the ``--json`` option of the command being run (cli/options.py) or the fast path.
 _json_mode = False
@@ -26,31 +37,131 @@ def set_json_mode(on: bool) -> None:
     _json_mode = on
 
 
-def fail(message: str, code: int = 1, problems: Optional[list[dict[str, Any]]] = None) -> None:
+def fail(message: str, code: int = 1, problems: Optional[list[dict[str, Any]]] = None) -> NoReturn:
     if _json_mode:
-        print(json.dumps({"error": message, "problems": problems or []}, ensure_ascii=False, default=str),
+        print(json_safe(json.dumps({"error": message, "problems": problems or []}, ensure_ascii=False, default=str)),
               file=sys.stderr)
     else:
-        print(f"Error: {message}", file=sys.stderr)
+        print(f"Error: {printable(message, multiline=True)}", file=sys.stderr)
     raise SystemExit(code)
 
 
 def warn(message: str) -> None:
     if _json_mode:
-        print(json.dumps({"warning": message}, ensure_ascii=False), file=sys.stderr)
+        print(json_safe(json.dumps({"warning": message}, ensure_ascii=False)), file=sys.stderr)
     else:
-        print(f"Warning: {message}", file=sys.stderr)
+        print(f"Warning: {printable(message, multiline=True)}", file=sys.stderr)
 
 
 def markup_safe(value: Any) -> str:
-    """User text made literal for rich ("[/]" or "[bold" print as written, never as markup)."""
+    """User text made safe for rich and for the terminal: "[/]" or "[bold" print as written, never as
+    markup, and a control or bidi character as its escape (:func:`doxa.cli.terminal.printable`)."""
     from rich.markup import escape
 
-    return escape(str(value))
+    return escape(printable(value))
+
+
+# ---------------------------------------------------------------------------- the top-level handler
+def prepare_streams() -> None:
+    """Set once by the console entry point: standard input is read as UTF-8 (what every input of doxa
+    is), strictly, whatever the locale, so bytes that are not UTF-8 are refused by name
+    (:func:`utf8_input`) instead of read as other text; output a locale cannot encode (an arrow
+    under ``LC_ALL=C``) is written as its escape, ``\\u2192``, instead of failing."""
+    for stream, settings in ((sys.stdin, {"encoding": "utf-8", "errors": "strict"}),
+                             (sys.stdout, {"errors": "backslashreplace"}),
+                             (sys.stderr, {"errors": "backslashreplace"})):
+        try:
+            stream.reconfigure(**settings)
+        except (AttributeError, ValueError, OSError):  # no such stream, or one a caller put in its place
+            pass
+
+
+def _as_bytes(text: str) -> str:
+    """``text`` as the bytes it came from, undecodable ones as ``\\xff`` (Python keeps a byte that is
+    not UTF-8 in an argument or a file name as a lone surrogate)."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte gives
+        return printable(text)
+
+
+def check_arguments(argv: list[str]) -> None:
+    """Refuse an argument that is not UTF-8 text, naming it, before anything reads it."""
+    for number, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            fail(f"argument {number} is not valid UTF-8: {printable(_as_bytes(arg))}: doxa reads its arguments "
+                 "as UTF-8 text; convert it, e.g. $(printf %s ARG | iconv -f latin1 -t utf-8)", 2)
+
+
+def not_utf8(err: UnicodeDecodeError, path: Optional[str] = None) -> str:
+    """Why an input was refused: the first byte that is not UTF-8 and the text just before it."""
+    name = "standard input" if path == "-" else printable(path) if path else "an input"
+    bad = err.object[err.start:err.start + 1] if isinstance(err.object, bytes) else b""
+    before = err.object[max(0, err.start - 30):err.start] if isinstance(err.object, bytes) else b""
+    before = before.decode("utf-8", "ignore").rsplit("\n", 1)[-1]
+    where = f" after “{printable(before)}”" if before else ""
+    return (f"{name} is not UTF-8 (byte 0x{bad.hex() or '??'}{where}): doxa reads UTF-8 text; convert it, "
+            "e.g. iconv -f latin1 -t utf-8")
+
+
+@contextmanager
+def utf8_input(path: str) -> Iterator[None]:
+    """Reading ``path`` (``-``: standard input): bytes that are not UTF-8 end the command with :func:`not_utf8`."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        fail(not_utf8(err, path))
+
+
+def _known(err: Exception) -> Optional[str]:
+    """What to tell a person about an error that is no bug of doxa's, or None when it is one."""
+    from doxa.data.errors import StoreError
+
+    if isinstance(err, StoreError):  # doxa's own refusal, raised where a command did not guard it
+        return str(err)
+    if isinstance(err, UnicodeDecodeError):
+        return not_utf8(err)
+    if isinstance(err, UnicodeEncodeError) and any("\ud800" <= c <= "\udfff" for c in err.object[err.start:err.end]):
+        near = printable(_as_bytes(err.object[max(0, err.start - 30):err.end + 30]))
+        return (f"text that is not valid UTF-8 reached doxa (“{near}”): from an argument, an environment variable "
+                "such as DOXA_DB, or an input; give UTF-8 text")
+    if isinstance(err, OSError) and err.filename is not None:
+        name = os.fsdecode(err.filename) if isinstance(err.filename, bytes) else str(err.filename)
+        path = printable(_as_bytes(name))
+        reason = err.strerror or type(err).__name__
+        fix = {IsADirectoryError: "give a file, not a directory", FileNotFoundError: "check the path",
+               PermissionError: "check its permissions", NotADirectoryError: "check the path"}.get(type(err))
+        if err.errno == errno.ELOOP:
+            fix = "its symbolic links lead in a circle: point the link at a file"
+        return f"cannot open {path}: {reason}" + (f": {fix}" if fix else "")
+    if isinstance(err, OSError):
+        return f"the system refused: {printable(err.strerror or err)}"
+    if isinstance(err, RecursionError):
+        return "the input is nested too deeply to read (Python's recursion limit): flatten it"
+    if isinstance(err, MemoryError):
+        return "out of memory: give a smaller input (or a smaller --limit)"
+    return None
+
+
+def report_uncaught(err: Exception, wants_json: bool) -> NoReturn:
+    """The last line of defence of every entry point: one ``Error:`` line (or JSON object) for what
+    escaped a command. A closed pipe goes on up (the entry point ends quietly); ``DOXA_DEBUG=1``
+    re-raises, for the traceback."""
+    if os.environ.get("DOXA_DEBUG") or isinstance(err, BrokenPipeError):
+        raise err
+    set_json_mode(wants_json)
+    known = _known(err)
+    if known is not None:
+        fail(known)
+    detail = " ".join(str(err).split())[:300]
+    fail(f"internal error ({type(err).__name__}: {detail}). This is a bug in doxa: please report it with the "
+         "command you ran; DOXA_DEBUG=1 shows the traceback", 1)
 
 
 def emit_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
+    print(json_safe(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False)))
 
 
 def _json_default(value: Any):
@@ -71,6 +182,10 @@ def json_lines(handle) -> Iterator[tuple[int, Any, Optional[str]]]:
             yield number, json.loads(line), None
         except json.JSONDecodeError as err:
             yield number, None, f"not valid JSON ({err.msg} at column {err.colno})"
+        except ValueError:  # Python reads integers of at most 4,300 digits
+            yield number, None, "number too long (a JSON integer of more than 4300 digits): write numbers of at most 4300 digits"
+        except RecursionError:
+            yield number, None, "nested too deeply to read: one flat JSON object a line"
 
 
 def parse_at(at: Optional[str]) -> Optional[datetime]:
@@ -91,7 +206,9 @@ def guarded(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except IngestError as err:
-        fail(str(err) if not _json_mode else err.summary, problems=[p.to_dict() for p in err.problems])
+        capped = err.to_dict()  # the first MAX_REPORTED_PROBLEMS, as the text lists them; the rest counted
+        more = f" (the first {len(capped['problems'])} listed, {capped['more']} more)" if capped["more"] else ""
+        fail(str(err) if not _json_mode else err.summary + more, problems=capped["problems"])
     except StoreError as err:
         fail(str(err))
 
@@ -160,10 +277,10 @@ def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[st
         emit_json(guarded(lambda: tools.belief(mem, question, moment, act_at)))
         return
     b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
-    print(f"{b.question}: {b.text}")
+    print(f"{printable(b.question)}: {printable(b.text)}")
     for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
         bar = "█" * int(round(p * 30))
-        print(f"  {option:<24} {p:6.2f}  {bar}")
+        print(f"  {printable(option):<24} {p:6.2f}  {bar}")
     verdict = "act on it" if b.act else f"too uncertain to act on (below {act_at:.2f}): ask"
     version = f"params v{b.params_version}" if b.params_version else "default params (no fit yet)"
-    print(f"  → {b.top} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s) · {version}")
+    print(f"  → {printable(b.top)} ({b.p_top:.2f}): {verdict} · {b.n_evidence} evidence unit(s) · {version}")

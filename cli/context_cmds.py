@@ -13,7 +13,8 @@ import typer
 
 from doxa.cli.common import emit_json, fail, guarded, json_lines, markup_safe as _e, memory_at, open_memory
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, by_option, flag
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, by_option, flag, limit_option
+from doxa.cli.terminal import printable
 ByOption = by_option("Who does this (recorded with the operation).")
 
 
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
         task: str = typer.Argument(..., help="The task in words, e.g. \"book Maya's birthday dinner\"."),
         at: Optional[str] = AtOption,
         act_at: float = act_at_option("Below this probability an answer is flagged: ask before acting."),
-        limit: int = typer.Option(20, "--limit", min=1, help="Show at most this many questions."),
+        limit: int = limit_option(20, min=1, help="Show at most this many questions."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
     ):
@@ -94,7 +95,7 @@ def register(app: typer.Typer) -> None:
     def search(
         words: str = typer.Argument(..., help="Words to look for in every kept message."),
         subject: Optional[str] = typer.Option(None, "--subject", help="Only messages bearing on this subject."),
-        limit: int = typer.Option(20, "--limit", min=1, help="Show at most this many messages."),
+        limit: int = limit_option(20, min=1, help="Show at most this many messages."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
     ):
@@ -129,7 +130,7 @@ def register(app: typer.Typer) -> None:
         options: str = typer.Option(..., "--options", help="The possible answers, comma-separated: yes,no."),
         kind: Optional[str] = typer.Option(None, "--kind", help="The question's kind (default: from its words)."),
         question_id: Optional[str] = typer.Option(None, "--id", help="Question id (default: SUBJECT.KIND)."),
-        limit: int = typer.Option(20, "--limit", min=1, help="Read at most this many messages."),
+        limit: int = limit_option(20, min=1, help="Read at most this many messages."),
         at: Optional[str] = AtOption,
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
@@ -275,7 +276,7 @@ def register(app: typer.Typer) -> None:
                                  "to a new id (default: the same id)."),
         read: bool = flag(False, "--read", "Have the configured reader read kept messages for "
                                            "new questions nothing carried to."),
-        limit: int = typer.Option(20, "--limit", min=1, help="With --read: messages read per question."),
+        limit: int = limit_option(20, min=1, help="With --read: messages read per question."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
     ):
@@ -303,14 +304,14 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(report)
             return
-        typer.echo(f"Rebuilt {to}: {report['questions']} question(s); copied "
+        typer.echo(f"Rebuilt {printable(to)}: {report['questions']} question(s); copied "
                    + ", ".join(f"{n} {t}" for t, n in report["copied"].items()))
         for qid, n in report["carried_readings"].items():
             read_n = report.get("read", {}).get(qid)
             extra = f", {read_n} read now" if read_n is not None else ""
-            typer.echo(f"  {qid}: {n} reading(s) carried{extra}")
+            typer.echo(f"  {printable(qid)}: {n} reading(s) carried{extra}")
         if report["unread"] and not read:
-            typer.echo("Nothing carried to: " + ", ".join(report["unread"])
+            typer.echo("Nothing carried to: " + printable(", ".join(report["unread"]))
                        + ". Run again with --read (and a reader configured) to read kept messages for them.")
 
 
@@ -344,11 +345,12 @@ def _active(mem, question_id: str) -> bool:
 
 
 def _indented(con, text: str, indent: int, style: str = "") -> None:
-    """Print ``text`` wrapped to the terminal with every line indented (no markup inside)."""
+    """Print ``text`` wrapped to the terminal with every line indented (no markup inside; made printable)."""
     import textwrap
 
     pad = " " * indent
-    wrapped = textwrap.fill(text, width=max(con.width, indent + 20), initial_indent=pad, subsequent_indent=pad)
+    wrapped = textwrap.fill(printable(text), width=max(con.width, indent + 20), initial_indent=pad,
+                            subsequent_indent=pad)
     con.print(wrapped, style=style or None, markup=False, highlight=False, soft_wrap=True)
 
 

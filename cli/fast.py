@@ -6,8 +6,8 @@ to compute); `doxa belief` has a start-up budget measured against a bare
 `python -c "import duckdb, numpy"`. So the plain forms of `belief` (one question, and
 ``--at``, ``--act-at``, ``--db``, ``--json``, as ``--opt value`` or ``--opt=value``) are read here
 and go to the very same function the typer command calls; anything else (``--help``, a typo,
-an option given twice, a value that is no number) goes to typer, which gives the full help
-and error messages.
+an option given twice, a value that is no number, an argument that is not UTF-8) goes to typer,
+which gives the full help and error messages.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ def parse_belief_args(args: list[str]) -> dict | None:
     """``{"question", "at", "act_at", "db", "as_json"}`` for the plain forms, else None (typer's)."""
     found: dict = {}
     question = None
+    if not all(_utf8(arg) for arg in args):
+        return None
     i = 0
     while i < len(args):
         arg = args[i]
@@ -51,6 +53,14 @@ def parse_belief_args(args: list[str]) -> dict | None:
         return None
     return {"question": question, "at": found.get("--at"), "act_at": act_at, "db": found.get("--db"),
             "as_json": found.get("as_json", False)}
+
+
+def _utf8(arg: str) -> bool:
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8, kept by Python as a lone surrogate
+        return False
+    return True
 
 
 def try_fast_path(argv: list[str]) -> bool:

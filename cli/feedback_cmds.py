@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from doxa.cli.options import DbOption, JsonOption, at_option, by_option
+from doxa.cli.terminal import printable
 
 FeedbackAt = at_option("When it happened (ISO 8601); default now. Given: a repeat with the same --at is the "
                        "same record.")
@@ -31,13 +32,13 @@ def _run(db: Optional[str], as_json: bool, verb: str, **arguments: Any) -> None:
     if as_json:
         emit_json(result)
         return
-    print(result["message"])
+    print(printable(result["message"]))
     before, after = result.get("before"), result.get("after")
     if before and after and result["recorded"]:
         def top(b):
-            return f"{b['top']} {b['p_top']:.2f}" if b["top"] else "no answer left"
+            return f"{printable(b['top'])} {b['p_top']:.2f}" if b["top"] else "no answer left"
 
-        print(f"  {before['question']}: {top(before)} → {top(after)}")
+        print(f"  {printable(before['question'])}: {top(before)} → {top(after)}")
 
 
 def register(app: typer.Typer) -> None:
@@ -101,9 +102,10 @@ def show_uncertain(found: list[dict], as_json: bool) -> None:
     if not found:
         print("Nothing to ask: every belief is sure enough to act on and no instruction is contradicted.")
         return
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from doxa.cli.common import markup_safe as escape
+    from doxa.cli.console import console
 
     table = Table(title=f"{len(found)} belief(s) to ask about, most useful first")
     for name in ("question", "top", "P(wrong)", "reads", "usefulness", "ask the user"):
@@ -113,4 +115,4 @@ def show_uncertain(found: list[dict], as_json: bool) -> None:
         top = f"{b['top']} ({b['p_top']:.2f})" if b["top"] else "—"
         table.add_row(escape(b["question"]), escape(top), f"{u['p_wrong']:.2f}", str(u["recent_reads"]),
                       f"{u['usefulness']:.2f}", escape(u["ask_user"]))
-    Console().print(table)
+    console().print(table)

@@ -7,7 +7,6 @@ starts fast.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Optional
 
@@ -15,10 +14,11 @@ import typer
 from typer.core import TyperGroup, _click  # typer's own copy of click: its exceptions are these
 
 from doxa.cli import bench_cmds, context_cmds, feedback_cmds, mcp_cmd, remember_cmds, train_cmds
-from doxa.cli.common import emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, set_json_mode, \
-    show_belief
+from doxa.cli.common import check_arguments, emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, \
+    report_uncaught, set_json_mode, show_belief, utf8_input, warn
 from doxa.cli.console import console
-from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag
+from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, db_option, flag, limit_option
+from doxa.cli.terminal import printable
 
 def _flag_help_option(get_help_option):
     """``--help`` shown as the flag it is: typer 0.29 labels every flag ``<bool>``, which reads as if
@@ -40,13 +40,18 @@ class _Doxa(TyperGroup):
     """The command group: no traceback reaches a user, and ``--json`` makes every error JSON.
 
     A usage error (a missing argument, ``--json true``) with ``--json`` on the command line
-    is one JSON object like every other error. Anything doxa did not foresee is reported
-    as an internal error in one line (``DOXA_DEBUG=1`` shows the traceback instead).
+    is one JSON object like every other error. An argument that is not UTF-8 is refused by
+    number before any command reads it. Anything else a command raises goes to
+    :func:`doxa.cli.common.report_uncaught` (shared with the fast path of `doxa belief`): a
+    known condition (an unreadable path, input that is not UTF-8) in one clear line, anything
+    unforeseen as an internal error in one line (``DOXA_DEBUG=1`` shows the traceback instead).
     """
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         wants_json = "--json" in argv and standalone_mode
+        set_json_mode(wants_json)
+        check_arguments(argv)
         try:
             # with --json, click must hand its own errors over instead of printing them
             value = super().main(argv, prog_name, complete_var, standalone_mode and not wants_json, **extra)
@@ -56,12 +61,7 @@ class _Doxa(TyperGroup):
         except typer.Abort:
             fail("aborted", 1)
         except Exception as err:  # noqa: BLE001 - the last line of defence, see the docstring
-            if os.environ.get("DOXA_DEBUG"):
-                raise
-            set_json_mode(wants_json)
-            detail = " ".join(str(err).split())[:300]
-            fail(f"internal error ({type(err).__name__}: {detail}). This is a bug in doxa: please report it "
-                 "with the command you ran; DOXA_DEBUG=1 shows the traceback", 1)
+            report_uncaught(err, wants_json)
         if wants_json:
             raise SystemExit(value if isinstance(value, int) else 0)
         return value
@@ -115,7 +115,7 @@ def init(db: Optional[str] = DbOption, as_json: bool = JsonOption):
     if as_json:
         emit_json({"db": mem.store.path, "created": True, "counts": counts})
     else:
-        typer.echo(f"Store ready at {mem.store.path}")
+        typer.echo(f"Store ready at {printable(mem.store.path)}")
 
 
 @app.command()
@@ -126,10 +126,14 @@ def ingest(
 ):
     """Ingest JSON Lines records: the whole file or nothing."""
     mem = open_memory(db, must_exist=False)
-    added = guarded(lambda: mem.ingest_file(file))
+    with utf8_input(file):
+        added = guarded(lambda: mem.ingest_file(file))
+    warnings = mem.store.last_ingest_warnings
     if as_json:
-        emit_json({"file": file, "added": added})
+        emit_json({"file": file, "added": added, **({"warnings": warnings} if warnings else {})})
         return
+    for warning in warnings:
+        warn(warning)
     if not added:
         typer.echo("Nothing new: every record was already stored.")
         return
@@ -172,7 +176,7 @@ def beliefs(
     subject: Optional[str] = typer.Option(None, "--subject", help="Only this subject's questions."),
     at: Optional[str] = AtOption,
     act_at: float = act_at_option("Act threshold."),
-    limit: int = typer.Option(0, "--limit", min=0, help="Show at most this many (0: all)."),
+    limit: int = limit_option(0, min=0, help="Show at most this many (0: all)."),
     uncertain: bool = flag(False, "--uncertain",
                            help="Only beliefs to ask about before acting (below --act-at, or an instruction "
                                 "resting on another answer), most useful first."),
@@ -267,11 +271,9 @@ def demo(
         emit_json({"db": path, "at": now, "added": added, "beliefs": [b.to_dict() for b in found],
                    "explanations": [e.to_dict() for e in explanations], "instructions": instructions})
         return
-    from rich.markup import escape
-
     con = console()
     con.rule("[bold]doxa demo[/]: what the assistant knows about Maya")
-    con.print(f"Fresh store at {escape(path)}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
+    con.print(f"Fresh store at {_e(path)}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
     con.print(f"Beliefs as of {now:%Y-%m-%d} (default parameters: nothing trained yet)\n")
     con.print(_belief_table(found, "every belief"))
     for ex in explanations:
@@ -281,8 +283,8 @@ def demo(
     for ins in instructions:
         con.print(f"[bold]Instruction[/] (from you, {ins['given_at']:%Y-%m-%d}): {_e(ins['text'])} — it stands;"
                   " evidence never outranks you.")
-    con.print(f"\n[dim]Next, on this store: `doxa context \"book Maya's birthday dinner\" --at 2026-12-01 --db {escape(path)}`, "
-              f"`doxa search peanut --db {escape(path)}`; on your own records: `doxa ingest FILE` (docs/formats.md).[/]")
+    con.print(f"\n[dim]Next, on this store: `doxa context \"book Maya's birthday dinner\" --at 2026-12-01 --db {_e(path)}`, "
+              f"`doxa search peanut --db {_e(path)}`; on your own records: `doxa ingest FILE` (docs/formats.md).[/]")
 
 
 # Each command module imports only typer and doxa.cli.common at import time; what the

@@ -6,12 +6,13 @@ Registered by cli/main.py through :func:`register`.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Optional
 
 import typer
 
-from doxa.cli.options import DbOption, flag
+from doxa.cli.options import DbOption, JsonOption, flag
 
 TOKEN_ENV = "DOXA_MCP_TOKEN"
 
@@ -24,34 +25,57 @@ def mcp(
     db: Optional[str] = DbOption,
     http: bool = flag(False, "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind with --http. Anything but loopback "
-                                                         "needs a bearer token."),
+                                                         "(localhost, 127.0.0.0/8, ::1) needs a bearer token."),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port with --http."),
     token: Optional[str] = typer.Option(None, "--token", help=f"Bearer token every HTTP request must carry "
-                                                              f"(default: ${TOKEN_ENV}).", show_default=False),
+                                                              f"(default: ${TOKEN_ENV}); at least 43 visible "
+                                                              f"characters: make one with --new-token.",
+                                        show_default=False),
+    allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", help="Also accept this name in Host and "
+                                                                             "Origin, on any port (a reverse "
+                                                                             "proxy's public name); repeatable.",
+                                                   metavar="NAME", show_default=False),
+    new_token: bool = flag(False, "--new-token", help="Print a fresh bearer token (32 random bytes) and exit."),
+    json_out: bool = JsonOption,
 ):
     """An MCP server over the store: belief, beliefs, uncertain, context, explain, search, ask, remember, and
     the feedback verbs correct, approve, outcome, reject, instruct. The store is opened per call, never held."""
     from doxa.cli.common import fail, open_memory
 
-    open_memory(db).close()  # refuse a missing store at start, with the CLI's message
-    from doxa.data.store import default_db_path
-
-    path = db or default_db_path()
-    if not http and (token or host != "127.0.0.1" or port != 8765):
-        fail("--host, --port and --token apply to --http only (stdio needs none)", 2)
-    token = token or os.environ.get(TOKEN_ENV) or None
     try:
         from doxa.inference.agent import mcp_server
     except ModuleNotFoundError as err:
         if err.name and err.name.split(".")[0] in ("mcp", "mcp_types"):
             fail("the MCP SDK is not installed: python -m pip install 'mcp>=2,<3'")
         raise
+    if new_token:
+        fresh = mcp_server.new_token()
+        print(json.dumps({"token": fresh}) if json_out else fresh)
+        return
+    allow_hosts = tuple(allow_host or ())
+    if not http and (token is not None or host != "127.0.0.1" or port != 8765 or allow_hosts):
+        fail("--host, --port, --token and --allow-host apply to --http only (stdio needs none)", 2)
+    given_as = "--token" if token is not None else f"${TOKEN_ENV}"
+    token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+    if http:
+        if token is not None and (problem := mcp_server.token_problem(token)):
+            fail(f"the bearer token ({given_as}) is refused: {problem}", 2)
+        if not mcp_server.is_loopback(host) and token is None:
+            fail(f"--host {host} is not loopback: memory is personal data, so serving it there needs a bearer "
+                 f"token (--token or ${TOKEN_ENV}; `doxa mcp --new-token` makes one); or keep the default "
+                 f"--host 127.0.0.1", 2)
+        for name in allow_hosts:
+            if problem := mcp_server.allow_host_problem(name):
+                fail(problem, 2)
+    from doxa.cli.common import guarded
+    from doxa.data.store import Store, default_db_path
+
+    path = db or default_db_path()
+    open_memory(db).close()  # refuse a missing store at start, with the CLI's message
+    guarded(lambda: Store.open(path, create=False).close())  # and a file doxa did not make, before serving it
     mcp_server.configure_logging()
     server = mcp_server.build_server(path)
     if not http:
         server.run("stdio")
         return
-    if not mcp_server.is_loopback(host) and not token:
-        fail(f"--host {host} is not loopback: memory is personal data, so serving it there needs a bearer token "
-             f"(--token or ${TOKEN_ENV}); or keep the default --host 127.0.0.1", 2)
-    mcp_server.serve_http(server, host, port, token)
+    mcp_server.serve_http(server, host, port, token, allow_hosts)

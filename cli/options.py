@@ -40,6 +40,16 @@ def act_at_option(help: str = "Below this probability the top answer is flagged 
     return typer.Option(0.8, "--act-at", min=0.0, max=1.0, help=help)
 
 
+#: The largest ``--limit``: more than any store holds, and within what DuckDB's LIMIT takes (a 64-bit
+#: integer), so a huge number is refused with the range instead of failing inside a query.
+MAX_LIMIT = 1_000_000_000
+
+
+def limit_option(default: int, help: str, min: int = 1) -> typer.models.OptionInfo:
+    """``--limit``: at most this many (``min=0`` where 0 means all)."""
+    return typer.Option(default, "--limit", min=min, max=MAX_LIMIT, help=help)
+
+
 def by_option(help: str, default: str = "user") -> typer.models.OptionInfo:
     """``--by``: who does or says this, recorded with what it does."""
     return typer.Option(default, "--by", help=help)

@@ -12,7 +12,8 @@ from typing import Optional
 import typer
 
 from doxa.cli.common import markup_safe as _e
-from doxa.cli.options import DbOption, JsonOption, at_option, by_option, flag
+from doxa.cli.options import DbOption, JsonOption, at_option, by_option, flag, limit_option
+from doxa.cli.terminal import printable
 
 
 
@@ -23,7 +24,7 @@ def _answers(answers: dict[str, float]) -> str:
 def _read_messages(path: str, default_source: str | None) -> list[dict]:
     """Bare messages, one JSON object a line: ``{"text", "source", "sent_at"?, "id"?}`` (``source``
     may be left out when ``--source`` gives it)."""
-    from doxa.cli.common import fail, json_lines
+    from doxa.cli.common import fail, json_lines, utf8_input
 
     items = []
     try:
@@ -31,7 +32,7 @@ def _read_messages(path: str, default_source: str | None) -> list[dict]:
     except FileNotFoundError:
         fail(f"no such file: {path}")
     problems = []
-    with handle:
+    with handle, utf8_input(path):
         for number, value, problem in json_lines(handle):
             if problem:
                 problems.append(f"line {number}: {problem}")
@@ -110,7 +111,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def organize(
-        limit: int = typer.Option(0, "--limit", min=0, help="Process at most this many pending messages (0: all)."),
+        limit: int = limit_option(0, min=0, help="Process at most this many pending messages (0: all)."),
         db: Optional[str] = DbOption,
         as_json: bool = JsonOption,
     ):
@@ -158,8 +159,8 @@ def register(app: typer.Typer) -> None:
             emit_json(found.to_dict())
             return
         typer.echo(f"# organizer instructions, version {found.version} (set {found.set_at:%Y-%m-%d %H:%M} by "
-                   f"{found.set_by}{': ' + found.note if found.note else ''})")
-        typer.echo(found.text, nl=not found.text.endswith("\n"))
+                   f"{printable(found.set_by)}{': ' + printable(found.note) if found.note else ''})")
+        typer.echo(printable(found.text, multiline=True), nl=not found.text.endswith("\n"))
 
     @instructions.command("set")
     def set_(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions (- for stdin)."),
@@ -168,7 +169,7 @@ def register(app: typer.Typer) -> None:
              by: str = by_option("Who sets it."),
              db: Optional[str] = DbOption, as_json: bool = JsonOption):
         """Make a new version of the instructions (the old ones stay: `rollback` returns to one)."""
-        from doxa.cli.common import emit_json, fail, guarded, open_memory
+        from doxa.cli.common import emit_json, fail, guarded, open_memory, utf8_input
         from doxa.data import prompts
 
         if (file is None) == (not default):
@@ -177,7 +178,8 @@ def register(app: typer.Typer) -> None:
             text = prompts.built_in_text(prompts.ORGANIZER)
         else:
             try:
-                text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
+                with utf8_input(file):
+                    text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
             except FileNotFoundError:
                 fail(f"no such file: {file}")
         mem = open_memory(db, must_exist=False)
@@ -203,8 +205,8 @@ def register(app: typer.Typer) -> None:
             emit_json([dict(v.to_dict(), questions_created=made.get(v.version, 0)) for v in versions])
             return
         for v in versions:
-            typer.echo(f"v{v.version}  {v.set_at:%Y-%m-%d %H:%M}  {v.set_by}  {made.get(v.version, 0)} question(s)"
-                       + (f"  — {v.note}" if v.note else ""))
+            typer.echo(f"v{v.version}  {v.set_at:%Y-%m-%d %H:%M}  {printable(v.set_by)}  "
+                       f"{made.get(v.version, 0)} question(s)" + (f"  — {printable(v.note)}" if v.note else ""))
 
     @instructions.command("diff")
     def diff(old: int = typer.Argument(..., help="Version to compare from."),
@@ -219,7 +221,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json({"from": old, "to": new, "diff": text})
         else:
-            typer.echo(text or f"Versions {old} and {new} have the same text.", nl=not text.endswith("\n"))
+            typer.echo(printable(text, multiline=True) or f"Versions {old} and {new} have the same text.",
+                       nl=not text.endswith("\n"))
 
     @instructions.command("rollback")
     def rollback(version: int = typer.Argument(..., help="The version whose text becomes current again."),
@@ -248,9 +251,9 @@ def _calls(results) -> dict[str, int]:
 
 
 def _render(results) -> None:
-    from rich.console import Console
+    from doxa.cli.console import console
 
-    con = Console()
+    con = console()
     for r in results:
         head = f"[bold]{_e(r.message)}[/] from {_e(r.source)} ({r.sent_at[:10]})"
         if r.status == "already":

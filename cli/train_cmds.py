@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import emit_json, fail, open_memory, parse_at
+from doxa.cli.common import emit_json, fail, guarded, markup_safe, open_memory, parse_at
 from doxa.cli.options import at_option, db_option, flag, json_option
 
 
@@ -35,8 +35,10 @@ def train(
         help="Held-out folds for the calibration predictions (0: in-sample; default 3, or 0 above 20,000 settlements)."),
     events_per_step: int = typer.Option(50_000, "--events-per-step", min=1000,
                                         help="Subsample questions so one step sees about this many events."),
-    posterior_dir: Optional[str] = typer.Option(None, "--posterior-dir",
-                                                help="Where to write v<N>.nc posterior draws (default: <db>.posterior/)."),
+    posterior_dir: Optional[str] = typer.Option(
+        None, "--posterior-dir",
+        help="Folder for v<N>.nc posterior draws, which several stores may share: each store writes into its own "
+             "<stem>-<store id>/ subfolder of it (default: <db>.posterior/)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     dry_run: bool = flag(False, "--dry-run", "Fit and calibrate, but publish nothing."),
     progress: bool = flag(True, "--progress/--no-progress", "Progress bars on standard error."),
@@ -59,8 +61,10 @@ def train(
               file=sys.stderr, flush=True)
 
     try:
-        result = run_train(mem.store, at=moment, fit_options=options, folds=folds, posterior_dir=posterior_dir,
-                           publish=not dry_run, seed=seed, progress=progress and not as_json, on_loaded=loaded)
+        # guarded: the store is first opened here (a file that is not a doxa store is said so)
+        result = guarded(lambda: run_train(mem.store, at=moment, fit_options=options, folds=folds,
+                                           posterior_dir=posterior_dir, publish=not dry_run, seed=seed,
+                                           progress=progress and not as_json, on_loaded=loaded))
     except NothingToFit as err:
         fail(str(err))
     except FitDiverged as err:
@@ -104,7 +108,7 @@ def _print_train(summary: dict, result) -> None:
     if summary["moved"]:
         con.print("moved most since the previous version:")
         for m in summary["moved"]:
-            con.print(f"  {m['what']:<20} {m['name']:<48} {m['before']:.3g} → {m['after']:.3g}")
+            con.print(f"  {m['what']:<20} {markup_safe(m['name']):<48} {m['before']:.3g} → {m['after']:.3g}")
     if summary["posterior"]:
         con.print(f"posterior draws: {summary['posterior']}")
     kept = summary.get("kept_states")
@@ -124,16 +128,11 @@ def calibration(
     mem = open_memory(db)
     store = mem.store
     if version is None:
-        version, body = store.latest_params()
+        version, body = guarded(store.latest_params)  # the store is first opened here
         if body is None:
             fail("no parameter version yet: run `doxa train` first (it measures calibration on held-out settlements)")
     else:
-        from doxa.data.errors import StoreError
-
-        try:
-            body = store.params_body(version)
-        except StoreError as err:
-            fail(str(err))
+        body = guarded(lambda: store.params_body(version))
     report = (body.get("diagnostics") or {}).get("calibration")
     if not report:
         fail(f"parameter version {version} has no calibration report: publish one with `doxa train`")

@@ -52,13 +52,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .durable import rename_into_place
+from .durable import beside_store, rename_into_place, store_file
 
 GENERATION = "generation-2"
 
 
 def cache_dir(db_path: str) -> Path:
-    return Path(str(db_path) + ".beliefs")
+    return beside_store(db_path, ".beliefs")
 
 
 def _replace(folder: Path, name: str, text: str, *, durable: bool) -> None:
@@ -145,11 +145,12 @@ def generation(db_path: str) -> Generation | None:
 def file_stamp(db_path: str) -> list | None:
     """The store file's and its write-ahead log's (inode, size, modification time); None without a store."""
     stamp = []
-    for path in (str(db_path), str(db_path) + ".wal"):
+    file = store_file(db_path)
+    for path in (file, file + ".wal"):
         try:
             info = os.stat(path)
         except FileNotFoundError:
-            if path == str(db_path):
+            if path == file:
                 return None
             stamp.append(None)
             continue

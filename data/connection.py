@@ -10,6 +10,7 @@ with an error naming the process that holds the file.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import random
@@ -100,6 +101,11 @@ def not_a_store(path: str) -> str | None:
         return None
     except PermissionError:
         return f"cannot read {path}: permission denied. Check the file's permissions"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return (f"{path}: symlink loop (the link leads back to itself, never to a file): give the path "
+                    f"of a store file, or point the link at one")
+        return f"cannot read {path}: {err.strerror or err}"
     if not head or head[8:12] == _DUCKDB_MAGIC:
         return None
     what = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"

@@ -113,8 +113,13 @@ def demo_records() -> list[dict]:
     ]
 
 
-def is_demo_store(path: str | Path) -> bool:
-    """Whether ``path`` is a DuckDB file that `doxa demo` made (its ``meta`` carries :data:`DEMO_MARK`)."""
+#: Tables the store fills by itself (read logs, kept states, search terms, bookkeeping): what they
+#: hold is not a record anyone wrote, so they may differ from a fresh demo's.
+DERIVED_TABLES = frozenset({"meta", "reads", "read_logs", "belief_states", "evidence_epochs", "message_terms"})
+
+
+def _connect_demo(path: str | Path):
+    """A read-only connection to ``path`` when it is a DuckDB file, else None (not ours to open)."""
     import duckdb
 
     from .connection import connect
@@ -123,26 +128,77 @@ def is_demo_store(path: str | Path) -> bool:
         header = handle.read(12)
     # A DuckDB file says DUCK at byte 8; anything else is not ours to open, let alone replace.
     if header[8:12] != b"DUCK":
-        return False
+        return None
     try:
-        con = connect(str(path), read_only=True)
+        return connect(str(path), read_only=True)
     except (duckdb.Error, StoreError) as err:
         raise StoreError(f"cannot open {path} to check it is a demo store: {err}") from err
+
+
+def _is_marked(con) -> bool:
+    import duckdb
+
     try:
         row = con.execute("SELECT value FROM meta WHERE key = ?", [DEMO_MARK[0]]).fetchone()
     except duckdb.Error:
-        row = None
+        return False
+    return row is not None and row[0] == DEMO_MARK[1]
+
+
+def is_demo_store(path: str | Path) -> bool:
+    """Whether ``path`` is a DuckDB file that `doxa demo` made (its ``meta`` carries :data:`DEMO_MARK`)."""
+    con = _connect_demo(path)
+    if con is None:
+        return False
+    try:
+        return _is_marked(con)
     finally:
         con.close()
-    return row is not None and row[0] == DEMO_MARK[1]
+
+
+def _record_tables(con) -> dict[str, tuple[int, list | None]]:
+    """Every record table of a store: (row count, its sorted ids where the table has an ``id`` column)."""
+    tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal").fetchall()
+              if t not in DERIVED_TABLES]
+    found = {}
+    for table in tables:
+        has_id = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = 'id'",
+                             [table]).fetchone()[0]
+        count = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        ids = None
+        if has_id:
+            ids = [i for (i,) in con.execute(f'SELECT id::VARCHAR FROM "{table}" ORDER BY 1').fetchall()]
+        found[table] = (int(count), ids)
+    return found
+
+
+def records_beyond_demo(con) -> list[str]:
+    """What a store (open on ``con``) holds beyond the records `doxa demo` writes, one line per
+    table (empty: exactly the demo's records, so rebuilding it loses nothing of anyone's)."""
+    from .store import Store
+
+    with Store.memory() as fresh:
+        fresh.ingest_records(demo_records())
+        expected = _record_tables(fresh.con)
+    beyond = []
+    for table, (count, ids) in sorted(_record_tables(con).items()):
+        want_count, want_ids = expected.get(table, (0, None))
+        if ids is not None and want_ids is not None and ids != want_ids:
+            extra = sorted(set(ids) - set(want_ids))
+            shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+            beyond.append(f"{table}: {shown}" if extra else f"{table}: {count} rows where the demo writes {want_count}")
+        elif count != want_count:
+            beyond.append(f"{table}: {count} rows where the demo writes {want_count}")
+    return beyond
 
 
 def open_demo_store(path: str | None = None):
     """A fresh store at ``path`` (default :data:`DEMO_DB`), marked as the demo's.
 
-    An existing file is replaced only when `doxa demo` made it; any other file is refused,
-    so the demo can never wipe a user's store.
+    An existing file is rebuilt only when `doxa demo` made it and it holds exactly the demo's
+    records; any other file is refused, so the demo never deletes anything it did not write.
     """
+    from .durable import store_file
     from .store import Store
 
     path = str(path or DEMO_DB)
@@ -151,15 +207,32 @@ def open_demo_store(path: str | None = None):
         if target.is_dir():
             raise StoreError(f"{path} is a directory, not a store: give `doxa demo --db` a file path")
         if target.exists():
-            if not is_demo_store(target):
-                raise StoreError(
-                    f"{path} is not a demo store (`doxa demo` did not make it), so the demo will not "
-                    f"replace it: run `doxa demo` without --db (it writes ./{DEMO_DB}) or give --db a new path")
-            target.unlink()
-            wal = Path(path + ".wal")
-            if wal.exists():
-                wal.unlink()
+            _check_replaceable(path)
+            file = Path(store_file(path))  # through a symlink: the file it leads to
+            file.unlink()
+            Path(str(file) + ".wal").unlink(missing_ok=True)
     store = Store.open(path)
     with store.writing():  # a session of its own: the file is let go again once marked
         store.con.execute("INSERT INTO meta VALUES (?, ?)", list(DEMO_MARK))
     return store
+
+
+def _check_replaceable(path: str) -> None:
+    """Raise :class:`StoreError` unless ``path`` is a demo store holding only the demo's records."""
+    elsewhere = ("give `doxa demo --db` a new path" if Path(path).name == DEMO_DB and Path(path).parent == Path(".")
+                 else f"run `doxa demo` without --db (it writes ./{DEMO_DB}) or give --db a new path")
+    con = _connect_demo(path)
+    if con is None:
+        raise StoreError(f"{path} is not a demo store (`doxa demo` did not make it), so the demo will not "
+                         f"replace it: {elsewhere}")
+    try:
+        if not _is_marked(con):
+            raise StoreError(f"{path} is not a demo store (`doxa demo` did not make it), so the demo will not "
+                             f"replace it: {elsewhere}")
+        beyond = records_beyond_demo(con)
+    finally:
+        con.close()
+    if beyond:
+        raise StoreError(f"{path} was made by `doxa demo` but holds records the demo did not write "
+                         f"({'; '.join(beyond)}), so the demo will not replace it and they stay as they are: "
+                         f"{elsewhere}")

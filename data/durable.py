@@ -1,4 +1,5 @@
-"""Making a file, or a folder's list of names, durable: the fsync and rename helpers of doxa's side files."""
+"""Making a file, or a folder's list of names, durable: the fsync and rename helpers of doxa's side files;
+and where those side files live (:func:`beside_store`)."""
 
 from __future__ import annotations
 
@@ -25,4 +26,24 @@ def rename_into_place(temporary: Path, final: Path, *, durable: bool = True) -> 
         fsync_path(final.parent)
 
 
-__all__ = ["fsync_path", "rename_into_place"]
+def store_file(db_path: str | os.PathLike) -> str:
+    """The file a store path names: ``db_path`` itself, or the file a symlink in it leads to.
+
+    A path without a symlink is returned as given (relative stays relative); one through a
+    symlink as the real path, so that every process reaches the same file and the same side
+    files whichever name it was given.
+    """
+    path = str(db_path)
+    if path == ":memory:":
+        return path
+    real = os.path.realpath(path)
+    return path if real == os.path.abspath(path) else real
+
+
+def beside_store(db_path: str | os.PathLike, suffix: str) -> Path:
+    """The side file or folder ``<store file><suffix>`` (``.reads``, ``.beliefs``, ``.posterior``): the
+    one place its path is derived, keyed by the real file (:func:`store_file`)."""
+    return Path(store_file(db_path) + suffix)
+
+
+__all__ = ["fsync_path", "rename_into_place", "store_file", "beside_store"]

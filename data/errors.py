@@ -11,8 +11,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-#: A person reads the first this many problems of a refused file; the rest are counted.
+#: A person reads the first this many problems of a refused file (as text or as JSON); the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
+#: Ingest keeps at most this many problems of a file and only counts the rest: a file of bad lines
+#: costs the memory of this many problems, however long it is.
+MAX_KEPT_PROBLEMS = 1000
 
 
 @dataclass
@@ -35,6 +38,37 @@ class Problem:
         return {"line": self.line, "field": self.field or None, "reason": self.reason, "fix": self.fix or None}
 
 
+class Problems(list):
+    """Problems kept up to MAX_KEPT_PROBLEMS (the first found); ``dropped`` counts the rest."""
+
+    def __init__(self, problems=()):
+        super().__init__()
+        self.dropped = 0
+        self.extend(problems)
+
+    def append(self, problem: Problem) -> None:
+        if len(self) < MAX_KEPT_PROBLEMS:
+            super().append(problem)
+        else:
+            self.dropped += 1
+
+    def extend(self, problems) -> None:
+        for problem in problems:
+            self.append(problem)
+        self.dropped += getattr(problems, "dropped", 0)
+
+    def __iadd__(self, problems):
+        self.extend(problems)
+        return self
+
+    def add(self, line: int, reason: str, fix: str = "", field: str = "") -> None:
+        self.append(Problem(line, reason, fix, field))
+
+    @property
+    def total(self) -> int:
+        return len(self) + self.dropped
+
+
 class IngestError(ValueError):
     """The input was refused; nothing was written. ``problems`` lists each line's fault."""
 
@@ -48,7 +82,11 @@ class IngestError(ValueError):
         super().__init__(f"{self.summary}. Fix these lines and ingest the file again:\n{shown}{tail}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.summary, "total": self.total, "problems": [p.to_dict() for p in self.problems]}
+        """``{error, total, problems, more}``: the first MAX_REPORTED_PROBLEMS problems, as the text
+        shows them, and how many more there are."""
+        shown = self.problems[:MAX_REPORTED_PROBLEMS]
+        return {"error": self.summary, "total": self.total, "problems": [p.to_dict() for p in shown],
+                "more": self.total - len(shown)}
 
 
 class StoreError(RuntimeError):

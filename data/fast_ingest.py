@@ -34,6 +34,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import unicodedata
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -45,7 +46,7 @@ from . import models
 from .connection import CONNECT_CONFIG
 from .ingest import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
 from .sql import sql_literal
-from .writer import mark_evidence_changed, settle_copies, terms_sql
+from .writer import look_alike_warnings, mark_evidence_changed, settle_copies, terms_sql
 
 #: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
 BLOCK_LINES = 100_000
@@ -87,11 +88,30 @@ def _re2_class(chars: Iterable[str]) -> str:
     return f"[{body}]"
 
 
-#: What :func:`doxa.data.models._name` refuses, derived from the same definitions: an empty
-#: value, a control character, white space (Python's ``str.isspace``) at either end.
-_CONTROLS = _re2_class(c for c in map(chr, range(0x10000)) if models._CONTROL.match(c) and not 0xD800 <= ord(c) <= 0xDFFF)
-_SPACES = _re2_class(c for c in map(chr, range(0x110000)) if c.isspace())
-NAME_REFUSED = f"^$|{_CONTROLS}|^{_SPACES}|{_SPACES}$"
+def _nfc_doubtful(char: str) -> bool:
+    """Whether ``char`` may leave a string not NFC: it is not NFC on its own (Unicode's NFC_Quick_Check
+    "No"), it may compose with the character before it ("Maybe": the second character of a canonical
+    composition, a Hangul vowel or final jamo) or it is a combining mark, which may be out of order.
+    A string with none of these is NFC."""
+    return (not unicodedata.is_normalized("NFC", char) or unicodedata.combining(char) != 0
+            or char in _COMPOSING_SECONDS or 0x1161 <= ord(char) <= 0x1175 or 0x11A8 <= ord(char) <= 0x11C2)
+
+
+#: Every character outside planes 4 to 13 (unassigned in every Unicode version) and 15 to 16 (private use,
+#: which no class below holds): the characters the classes below are drawn from.
+_ALL_CHARS = [chr(p) for p in itertools.chain(range(0xD800), range(0xE000, 0x40000), range(0xE0000, 0xF0000))]
+_COMPOSING_SECONDS = {chr(int(d.split()[1], 16)) for d in map(unicodedata.decomposition, _ALL_CHARS)
+                      if d and not d.startswith("<") and len(d.split()) == 2}
+#: What :func:`doxa.data.models._name` refuses, derived from the same definitions: an empty value,
+#: a control or format character (:func:`doxa.data.models.refused_char`), white space (Python's
+#: ``str.isspace``) at either end. A character that may leave the value not NFC is "not proved"
+#: (the per-line path decides), and so is a value of ids (:func:`doxa.data.models._id`) with white space.
+_REFUSED = _re2_class(c for c in _ALL_CHARS if models.refused_char(c) or _nfc_doubtful(c))
+_SPACES = _re2_class(c for c in _ALL_CHARS if c.isspace())
+NAME_REFUSED = f"^$|{_REFUSED}|^{_SPACES}|{_SPACES}$"
+ID_REFUSED = f"^$|{_REFUSED}|{_SPACES}"
+#: A text that is only white space (or nothing): no question's or instruction's text.
+BLANK_TEXT = f"^{_SPACES}*$"
 #: The ISO 8601 forms proved here; :func:`doxa.data.times.parse_time` reads many more (those go the per-line way).
 TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
              r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$")
@@ -109,8 +129,8 @@ _NUMBER_TYPES = "('DOUBLE', 'UBIGINT', 'BIGINT')"
 _INT_TYPES = "('UBIGINT', 'BIGINT')"
 
 
-def _name_ok(s: str) -> str:
-    return f"(NOT regexp_matches({s}, {sql_literal(NAME_REFUSED)}) AND length({s}) <= {models.MAX_NAME_CHARS})"
+def _name_ok(s: str, refused: str = NAME_REFUSED) -> str:
+    return f"(NOT regexp_matches({s}, {sql_literal(refused)}) AND length({s}) <= {models.MAX_NAME_CHARS})"
 
 
 def _names_ok(types: str, strings: str) -> str:
@@ -143,6 +163,8 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[
     kind = f.kind
     if kind == "name":
         return s, f"({t} = 'VARCHAR' AND {_name_ok(s)})"
+    if kind == "id":
+        return s, f"({t} = 'VARCHAR' AND {_name_ok(s, ID_REFUSED)})"
     if kind == "ref":  # must equal a stored or proven id or option (checked by joins): that proves it a name
         return s, f"({t} = 'VARCHAR')"
     if kind == "ref_opt":
@@ -155,10 +177,11 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[
     if kind == "reader_version":
         return f"coalesce({s}, '')", f"({absent} OR ({t} = 'VARCHAR' AND ({s} = '' OR {_name_ok(s)})))"
     if kind in ("text", "text_nonempty"):
-        nonempty = f" AND {s} <> ''" if kind == "text_nonempty" else ""
+        nonempty = f" AND NOT regexp_matches({s}, {sql_literal(BLANK_TEXT)})" if kind == "text_nonempty" else ""
         return s, f"({t} = 'VARCHAR' AND length({s}) <= {models.MAX_TEXT_CHARS}{nonempty})"
-    if kind == "str_opt":
-        return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR {t} = 'VARCHAR')"
+    if kind == "text_opt":
+        return (f"CASE WHEN {t} = 'VARCHAR' THEN {s} END",
+                f"({null} OR ({t} = 'VARCHAR' AND length({s}) <= {models.MAX_TEXT_CHARS}))")
     if kind in ("time", "time_opt"):
         offset = (f"CASE WHEN {s} LIKE '%Z' THEN 0 "
                   f"WHEN regexp_matches({s}, '[+-][0-9][0-9]:[0-9][0-9]$') THEN "
@@ -178,10 +201,10 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[
     if kind == "unit_opt":  # trust, p_before: a number in [0, 1] or null
         value = f"CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END"
         return value, f"({null} OR ({t} IN {_NUMBER_TYPES} AND {c or value} BETWEEN 0.0 AND 1.0))"
-    if kind in ("int_opt", "int_opt_positive"):
-        low = 1 if kind == "int_opt_positive" else -(2**31)
+    if kind in ("int_opt", "int_opt_positive"):  # the models' Int32: a JSON integer in a schema INTEGER
+        low = 1 if kind == "int_opt_positive" else models.INT32_MIN
         value = f"CASE WHEN {t} IN {_INT_TYPES} THEN TRY_CAST({v} AS INTEGER) END"
-        return value, f"({null} OR ({t} IN {_INT_TYPES} AND {c or value} BETWEEN {low} AND {2**31 - 1}))"
+        return value, f"({null} OR ({t} IN {_INT_TYPES} AND {c or value} BETWEEN {low} AND {models.INT32_MAX}))"
     if kind == "literal":
         allowed = ", ".join(sql_literal(x) for x in f.values)
         if f.default is not None:
@@ -217,25 +240,25 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[
 #: proves them. :func:`_check_specs` holds this to the models: a field added there and not here
 #: makes every file with that record type go the per-line way, never pass unchecked.
 SPECS: dict[str, tuple[Field, ...]] = {
-    "subject": (Field("id", "name"), Field("name", "name"), Field("aliases", "names_default")),
+    "subject": (Field("id", "id"), Field("name", "name"), Field("aliases", "names_default")),
     "relation": (Field("from", "ref", "from_id"), Field("to", "ref", "to_id"), Field("kind", "name")),
-    "source": (Field("id", "name"), Field("layers", "names"), Field("trust", "unit_opt")),
-    "question": (Field("id", "name"), Field("subject", "ref_opt"), Field("kind", "name"),
+    "source": (Field("id", "id"), Field("layers", "names"), Field("trust", "unit_opt")),
+    "question": (Field("id", "id"), Field("subject", "ref_opt"), Field("kind", "name"),
                  Field("text", "text_nonempty"), Field("shape", "literal", default="choice", values=models.SHAPES),
                  Field("options", "names_opt"), Field("created_by", "name_opt"),
                  Field("instructions_version", "int_opt_positive")),
-    "message": (Field("id", "name"), Field("source", "ref"), Field("sent_at", "time"),
+    "message": (Field("id", "id"), Field("source", "ref"), Field("sent_at", "time"),
                 Field("received_at", "time_opt"), Field("text", "text")),
     "reading": (Field("message", "ref"), Field("question", "ref"), Field("reader", "name"),
                 Field("reader_version", "reader_version"), Field("probs", "probs", "probs_json"),
                 Field("unclear", "mass"), Field("unrelated", "mass"), Field("one_off", "mass")),
     "settlement": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "settled_at"),
                    Field("how", "literal", values=models.SETTLEMENT_HOWS),
-                   Field("by", "name_default", "settled_by", default="user"), Field("note", "str_opt"),
+                   Field("by", "name_default", "settled_by", default="user"), Field("note", "text_opt"),
                    Field("p_before", "unit_opt"), Field("params_version", "int_opt")),
     "rejection": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "rejected_at"),
                   Field("by", "name_default", "rejected_by", default="user")),
-    "instruction": (Field("id", "name"), Field("subject", "ref_opt"), Field("text", "text_nonempty"),
+    "instruction": (Field("id", "id"), Field("subject", "ref_opt"), Field("text", "text_nonempty"),
                     Field("at", "time", "given_at"), Field("by", "name_default", "given_by", default="user"),
                     Field("rests_on", "rests_on", "rests_on_question")),
 }
@@ -478,8 +501,11 @@ class Stage:
                 raise NotProved(f"line {bad}: question options")
             con.execute("UPDATE _typed SET options = ['yes', 'no'] WHERE options IS NULL")
             return
+        # the first layer decides is_assistant (models.is_assistant_layer: casefold); SQL's lower() agrees
+        # with it on ASCII, so a first layer of other characters goes the per-line way
         bad = con.execute("""SELECT min(line) FROM _typed WHERE len(layers) = 0 OR contains(id, '/')
-                             OR list_bool_or(list_transform(layers, lambda x: contains(x, '/')))""").fetchone()[0]
+                             OR list_bool_or(list_transform(layers, lambda x: contains(x, '/')))
+                             OR NOT regexp_matches(layers[1], '^[\\x01-\\x7f]*$')""").fetchone()[0]
         if bad is not None:
             raise NotProved(f"line {bad}: source id or layers")
 
@@ -779,7 +805,7 @@ def _write(con, unique: set[str]) -> tuple[dict[str, int], set[str]]:
                              "SELECT DISTINCT from_id, to_id, kind FROM st_relation"),
         "sources": _insert(con, "sources", "id, layers, path, trust, is_assistant",
                            """SELECT DISTINCT ON (id) id, layers, array_to_string(list_append(layers, id), '/'),
-                                     trust, layers[1] = 'assistant' FROM st_source
+                                     trust, lower(layers[1]) = 'assistant' FROM st_source
                               WHERE id NOT IN (SELECT id FROM sources)"""),
         "questions": _insert(con, "questions", "id, subject, kind, text, shape, options, created_by, "
                                                "instructions_version",
@@ -832,9 +858,10 @@ def _write(con, unique: set[str]) -> tuple[dict[str, int], set[str]]:
 
 
 def write_stage(con, stage_paths: list[str], changes: dict | None = None,
-                unique: set[str] | frozenset = frozenset()) -> dict[str, int]:
+                unique: set[str] | frozenset = frozenset(), warnings: list[str] | None = None) -> dict[str, int]:
     """Resolve the staged file against the store and write it in one transaction (inside a write session).
-    ``unique``: the record types whose keys the file gives once each (:attr:`Stage.unique`).
+    ``unique``: the record types whose keys the file gives once each (:attr:`Stage.unique`);
+    ``warnings``, when given, receives the warnings of :func:`doxa.data.writer.write_batch`.
 
     Raises :class:`NotProved` (nothing written) when a reference or edit rule is not met: the
     per-line path then gives the exact problems."""
@@ -843,6 +870,11 @@ def write_stage(con, stage_paths: list[str], changes: dict | None = None,
         con.execute("BEGIN")
         try:
             _check_against_store(con, unique)
+            if warnings is not None:
+                warnings += look_alike_warnings(con, "subjects", "SELECT id FROM st_subject "
+                                                                 "WHERE id NOT IN (SELECT id FROM subjects)")
+                warnings += look_alike_warnings(con, "questions", "SELECT id FROM st_question "
+                                                                  "WHERE id NOT IN (SELECT id FROM questions)")
             counts, touched = _write(con, unique)
             mark_evidence_changed(con, touched | settle_copies(con))
             con.execute("COMMIT")

@@ -21,7 +21,7 @@ from typing import Iterable
 from pydantic import ValidationError
 
 from . import models, records
-from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem  # noqa: F401 - re-exported
+from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem, Problems  # noqa: F401 - re-exported
 
 _FORWARD_PREFIX = re.compile(r"^\s*((fwd?|re|aw|wg)\s*:\s*)+", re.IGNORECASE)
 _QUOTE_MARKS = re.compile(r"(?m)^\s*(>\s*)+")
@@ -55,6 +55,14 @@ def _field_path(loc: tuple) -> str:
     if parts and isinstance(parts[0], str) and parts[0] in records.RECORD_TYPES:
         parts = parts[1:]
     return ".".join(str(x) for x in parts)
+
+
+def _as_written(value: object) -> str:
+    """A value as the JSON line wrote it (``"7"``, ``true``), for an error that quotes it."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _known_fields(record_type: object) -> list[str]:
@@ -91,8 +99,21 @@ def describe_validation_error(err: ValidationError, line: int, record_type: obje
                                     'every line needs a "type" (subject, source, question, message, reading, …)',
                                     "type"))
         elif kind in ("float_type", "float_parsing") and isinstance(given, (str, bool)):
-            problems.append(Problem(line, f"{field_name} must be a JSON number, got {given!r}",
-                                    "write the number without quotes, e.g. 0.9", field_name))
+            problems.append(Problem(line, f"{field_name} must be a JSON number, got {_as_written(given)}"[:300],
+                                    "write the number without quotes, e.g. 0.9 (true and false are no numbers)",
+                                    field_name))
+        elif kind in ("int_type", "int_parsing", "int_from_float"):
+            problems.append(Problem(line, f"{field_name} must be a JSON integer, got {_as_written(given)}"[:300],
+                                    "write a whole number without quotes or decimal point, e.g. 3", field_name))
+        elif kind in ("less_than_equal", "greater_than_equal") and isinstance(given, (int, float)):
+            ctx = item.get("ctx") or {}
+            bound = f"at most {ctx['le']}" if "le" in ctx else f"at least {ctx['ge']}"
+            problems.append(Problem(line, f"{field_name} must be {bound}, got {given!r}",
+                                    f"write a number within its range ({FORMATS_POINTER})", field_name))
+        elif kind == "string_too_long":
+            problems.append(Problem(line, f"{field_name or 'value'} is {len(given)} characters long (at most "
+                                          f"{models.MAX_TEXT_CHARS})",
+                                    "shorten it, or split a long message into several", field_name))
         elif kind in ("string_type", "list_type", "dict_type"):
             wanted = {"string_type": "a string", "list_type": "a list", "dict_type": "an object"}[kind]
             problems.append(Problem(line, f"{field_name} must be {wanted}, got {given!r}"[:300],
@@ -114,7 +135,7 @@ class ParsedBatch:
 
     by_type: dict[str, list[tuple[int, models._Record]]] = field(default_factory=lambda: defaultdict(list))
     count: int = 0
-    problems: list[Problem] = field(default_factory=list)
+    problems: Problems = field(default_factory=Problems)
     broken_ids: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     lines: int = 0  # non-blank lines (or records) seen
 
@@ -161,11 +182,25 @@ def _parse(items, *, from_json: bool) -> ParsedBatch:
 
 
 def _loose_json(line: str):
-    """The line decoded without validation, or None (invalid, or nested past Python's recursion limit)."""
+    """The line decoded without validation, or None (invalid, nested past Python's recursion limit, or
+    holding an integer past Python's limit of digits)."""
     try:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+_LONG_INTEGER = re.compile(r'(?:"((?:[^"\\]|\\.)*)"\s*:\s*)?-?[0-9]{%d,}' % (models.MAX_INT_DIGITS + 1))
+
+
+def _number_too_long(line: str, number: int) -> Problem:
+    """The problem of a line that holds an integer of more than MAX_INT_DIGITS digits, naming its field."""
+    found = _LONG_INTEGER.search(line)
+    key = found.group(1) if found is not None and found.group(1) is not None else ""
+    digits = len(found.group().rsplit(":", 1)[-1].strip().lstrip("-")) if found is not None else None
+    size = f" ({digits} digits)" if digits else ""
+    return Problem(number, f"{key or 'a value'}: number too long{size}",
+                   f"write numbers of at most {models.MAX_INT_DIGITS} digits ({FORMATS_POINTER})", key)
 
 
 def _note_broken(batch: ParsedBatch, raw) -> None:
@@ -186,6 +221,8 @@ def _json_problems(line: str, raw, err: ValidationError, number: int) -> list[Pr
             return [Problem(number, f"not valid JSON ({bad.msg} at column {bad.colno})", "one JSON object a line")]
         except RecursionError:
             return [Problem(number, "JSON nested too deeply", "a record is one flat JSON object")]
+        except ValueError:  # an integer past Python's limit of digits (pydantic says "number out of range")
+            return [_number_too_long(line, number)]
         return [Problem(number, f"not valid JSON ({first['msg']})", "one JSON object a line")]
     if first["type"] in ("model_attributes_type", "dict_type", "model_type") and not line.lstrip().startswith("{"):
         return [Problem(number, "each line must be a JSON object", 'with a "type" field')]

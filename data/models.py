@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Literal, Mapping, Union
 
 from .times import parse_time
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, TypeAdapter, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter, field_validator,
+                      model_validator)
 
 #: docs/formats.md: a reading's ``probs + unclear + unrelated`` sums to 1 within this.
 SUM_TOLERANCE = 1e-6
@@ -22,8 +24,14 @@ SETTLEMENT_HOWS = ("correction", "approval", "outcome")
 #: Longest id, name, alias, option, kind, layer or reader name (characters). Names are
 #: looked up and printed in tables; a paragraph in an id is a mistake.
 MAX_NAME_CHARS = 200
-#: Longest message, question or instruction text (characters): a long email fits.
+#: Longest free text of any field (characters): a message, question or instruction text, a
+#: settlement's note. A long email fits. Every string of a record is held to it (``_Record``'s
+#: ``str_max_length``); names have the tighter MAX_NAME_CHARS.
 MAX_TEXT_CHARS = 1_000_000
+#: The range of a schema INTEGER column (params_version, instructions_version).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+#: A JSON integer longer than this many digits is refused (Python's own limit on reading one).
+MAX_INT_DIGITS = 4300
 
 
 class FieldProblem(ValueError):
@@ -38,49 +46,102 @@ class FieldProblem(ValueError):
 #: Cc (C0 and C1 controls: NUL, ESC, DEL…) and Cs (lone surrogates, which no UTF-8 file can hold)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _NOT_TEXT = re.compile("[\ud800-\udfff]")
+#: The Unicode categories no id, name, alias, option, kind or layer may hold: controls (Cc), lone
+#: surrogates (Cs) and invisible format characters (Cf: zero-width spaces and joiners U+200B–U+200D,
+#: U+2060, U+FEFF, bidi marks and overrides U+200E/F, U+202A–U+202E, U+2066–U+2069, U+061C, …).
+REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "lone surrogate", "Cf": "invisible format character"}
+
+
+def refused_char(char: str) -> str | None:
+    """What ``char`` is, where no name may hold it (see REFUSED_CATEGORIES); None where it may."""
+    return REFUSED_CATEGORIES.get(unicodedata.category(char))
 
 
 def _name(value: str) -> str:
-    """An id, name, alias, option, kind or layer: printable, trimmed, at most MAX_NAME_CHARS."""
+    """An id, name, alias, option, kind or layer: visible characters only, NFC, trimmed, at most
+    MAX_NAME_CHARS (docs/formats.md, "Ids and names")."""
     if not value:
         raise FieldProblem("is empty", "give a non-empty value")
     found = _CONTROL.search(value)
-    if found is not None:
-        position, char = found.start(), found.group()
-        raise FieldProblem(f"contains the control character U+{ord(char):04X} at position {position} of {value!r}",
-                           "remove it: names, ids and options are printable text")
+    position = found.start() if found is not None else None
+    if position is None and not value.isascii():
+        position = next((i for i, c in enumerate(value) if refused_char(c)), None)
+    if position is not None:
+        char = value[position]
+        raise FieldProblem(f"contains the {refused_char(char)} U+{ord(char):04X} at position {position} of "
+                           f"{value!r}", "remove it: names, ids and options are visible text")
     if value != value.strip():
         raise FieldProblem(f"{value!r} starts or ends with white space", f"write {value.strip()!r}")
     if len(value) > MAX_NAME_CHARS:
         raise FieldProblem(f"is {len(value)} characters long (at most {MAX_NAME_CHARS})",
                            "use a short name; long text belongs in a message's or question's text")
+    if not value.isascii() and not unicodedata.is_normalized("NFC", value):
+        raise FieldProblem(f"{ascii(value)} is not in Unicode normal form NFC (a letter and its accent as two "
+                           "characters, or another decomposed form)",
+                           f"write {ascii(unicodedata.normalize('NFC', value))}: the same text, composed")
+    return value
+
+
+def _id(value: str) -> str:
+    """A record's own id: a name (:func:`_name`) without white space anywhere."""
+    _name(value)
+    space = next((i for i, c in enumerate(value) if c.isspace()), None)
+    if space is not None:
+        raise FieldProblem(f"{value!r} contains white space (U+{ord(value[space]):04X} at position {space})",
+                           f"write it without, e.g. {'-'.join(value.split())!r}")
     return value
 
 
 def _text(value: str) -> str:
-    """A message, question or instruction text: kept as written (control characters too), but no lone
-    surrogate (no UTF-8 file can hold one), at most MAX_TEXT_CHARS."""
+    """A free text (a message, question or instruction text, a note): kept as written (control
+    characters too), but no lone surrogate (no UTF-8 file can hold one). Its length is capped for
+    every string at once (``str_max_length``, MAX_TEXT_CHARS)."""
     found = _NOT_TEXT.search(value)
     if found is not None:
         raise FieldProblem(f"contains U+{ord(found.group()):04X} at position {found.start()}",
                            "remove it: a lone surrogate is not text")
-    if len(value) > MAX_TEXT_CHARS:
-        raise FieldProblem(f"is {len(value)} characters long (at most {MAX_TEXT_CHARS})",
-                           "split it into several messages")
     return value
+
+
+def _not_blank(value: str) -> str:
+    """A text that says something: not empty, not only white space."""
+    if not value.strip():
+        raise FieldProblem("is empty" if not value else f"is only white space ({len(value)} characters)",
+                           "write the text")
+    return value
+
+
+_LOOK_ALIKES = {
+    # Cyrillic and Greek letters drawn like Latin ones, lower case (ids are lower-cased first)
+    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j", "к": "k", "м": "m", "н": "h",
+    "о": "o", "п": "n", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w",
+    "ӏ": "l", "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "μ": "u", "ν": "v", "ο": "o", "ρ": "p",
+    "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ϲ": "c", "ϳ": "j",
+    # full-width Latin letters and digits
+    **{chr(0xFF41 + i): chr(ord("a") + i) for i in range(26)}, **{chr(0xFF10 + i): str(i) for i in range(10)},
+}
+#: ``translate`` arguments of :data:`_LOOK_ALIKES`: an id's skeleton (what it looks like) is
+#: ``translate(lower(id), LOOK_ALIKES_FROM, LOOK_ALIKES_TO)``, see :func:`doxa.data.writer.look_alike_warnings`.
+LOOK_ALIKES_FROM = "".join(_LOOK_ALIKES)
+LOOK_ALIKES_TO = "".join(_LOOK_ALIKES.values())
 
 
 Time = Annotated[datetime, Field(description="ISO 8601 date or date-time")]
 #: Ids and names: see :func:`_name`.
 NonEmpty = Annotated[str, AfterValidator(_name)]
+#: A record's own id (a subject's, source's, question's, message's, instruction's, operation's).
+Id = Annotated[str, AfterValidator(_id)]
 Text = Annotated[str, AfterValidator(_text)]
-NonEmptyText = Annotated[str, Field(min_length=1), AfterValidator(_text)]
-#: Probabilities and trusts are JSON numbers: "0.9" (a string) is refused, not converted.
+#: A question's or instruction's text: something must be said.
+NonEmptyText = Annotated[str, AfterValidator(_text), AfterValidator(_not_blank)]
+#: Every number is a JSON number: "0.9" (a string) or true is refused, not converted; an
+#: integer field takes a JSON integer only (7, not 7.0) within the schema's INTEGER range.
 Number = StrictFloat
+Int32 = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, str_max_length=MAX_TEXT_CHARS)
 
     @field_validator("sent_at", "received_at", "at", mode="before", check_fields=False)
     @classmethod
@@ -88,9 +149,15 @@ class _Record(BaseModel):
         return None if value is None else parse_time(value)
 
 
+def is_assistant_layer(layer: str) -> bool:
+    """Whether a source's first layer is the assistant's own (its notes never count as evidence):
+    ``assistant`` in any case (``Assistant``, ``ASSISTANT``), compared NFC-normalised."""
+    return unicodedata.normalize("NFC", layer).casefold() == "assistant"
+
+
 class SubjectRecord(_Record):
     type: Literal["subject"]
-    id: NonEmpty
+    id: Id
     name: NonEmpty
     aliases: list[NonEmpty] = []
 
@@ -104,9 +171,9 @@ class RelationRecord(_Record):
 
 class SourceRecord(_Record):
     type: Literal["source"]
-    id: NonEmpty
+    id: Id
     layers: list[NonEmpty] = Field(min_length=1)
-    trust: StrictFloat | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    trust: Number | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
 
     @field_validator("layers")
     @classmethod
@@ -129,12 +196,12 @@ class SourceRecord(_Record):
 
     @property
     def is_assistant(self) -> bool:
-        return self.layers[0] == "assistant"
+        return is_assistant_layer(self.layers[0])
 
 
 class QuestionRecord(_Record):
     type: Literal["question"]
-    id: NonEmpty
+    id: Id
     subject: NonEmpty | None = None
     kind: NonEmpty
     text: NonEmptyText
@@ -143,7 +210,7 @@ class QuestionRecord(_Record):
     #: who wrote the question (an organizer model's name, a person); stored as ``created_by``
     created_by: NonEmpty | None = None
     #: the version of the organizer's instructions a model wrote it under (``doxa organizer-instructions``)
-    instructions_version: int | None = Field(default=None, ge=1)
+    instructions_version: Annotated[Int32, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _options(self) -> "QuestionRecord":
@@ -165,7 +232,7 @@ class QuestionRecord(_Record):
 
 class MessageRecord(_Record):
     type: Literal["message"]
-    id: NonEmpty
+    id: Id
     source: NonEmpty
     sent_at: Time
     received_at: Time | None = None
@@ -217,11 +284,11 @@ class SettlementRecord(_Record):
     how: Literal["correction", "approval", "outcome"]
     by: NonEmpty = "user"
     #: How the world showed it, in words (an outcome's "the parcel arrived").
-    note: str | None = None
+    note: Text | None = None
     #: What doxa said of this answer just before it was settled, and under which parameter version:
     #: a record of what was approved or corrected (never read back as a belief).
-    p_before: float | None = Field(default=None, ge=0.0, le=1.0)
-    params_version: int | None = None
+    p_before: Number | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    params_version: Int32 | None = None
 
 
 class RejectionRecord(_Record):
@@ -234,7 +301,7 @@ class RejectionRecord(_Record):
 
 class InstructionRecord(_Record):
     type: Literal["instruction"]
-    id: NonEmpty
+    id: Id
     subject: NonEmpty | None = None
     text: NonEmptyText
     at: Time

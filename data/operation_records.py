@@ -11,17 +11,17 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .models import NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
+from .models import Id, NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
 
 OP_TYPES = ("question_merge", "question_split", "undo")
 
 
 class QuestionMergeRecord(_Record):
     type: Literal["question_merge"]
-    id: NonEmpty
+    id: Id
     into: NonEmpty
     from_: NonEmpty = Field(alias="from")
-    option_map: dict[str, str] | None = None
+    option_map: dict[NonEmpty, NonEmpty] | None = None
     by: NonEmpty = "organizer"
     at: Time | None = None
 
@@ -41,11 +41,11 @@ def _typed(items: Any, type_name: str) -> Any:
 
 class QuestionSplitRecord(_Record):
     type: Literal["question_split"]
-    id: NonEmpty
+    id: Id
     question: NonEmpty
     into: list[QuestionRecord] = Field(min_length=1)
     assign: dict[str, NonEmpty | list[NonEmpty]] = {}
-    option_map: dict[str, dict[str, str]] = {}
+    option_map: dict[NonEmpty, dict[NonEmpty, NonEmpty]] = {}
     readings: list[ReadingRecord] = []
     by: NonEmpty = "organizer"
     at: Time | None = None
@@ -87,7 +87,7 @@ class QuestionSplitRecord(_Record):
 class UndoRecord(_Record):
     type: Literal["undo"]
     op: NonEmpty
-    id: NonEmpty | None = None
+    id: Id | None = None
     by: NonEmpty = "organizer"
     at: Time | None = None
 

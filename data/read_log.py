@@ -1,4 +1,4 @@
-"""The read log's side files: a read is logged without the store's write lock, and never lost.
+"""The read log's side files: a read is logged without the store's write lock, and a logged read is never lost.
 
 A read holds the store read-only, which any number of processes may do at once; it cannot
 insert into ``reads``. So each read (one `doxa belief`, or 100,000 beliefs at once) writes
@@ -13,12 +13,19 @@ files are deleted after the commit. A crash between the commit and the deletion 
 files whose names ``read_logs`` holds: the next fold deletes them without inserting them
 twice. Few rows (`doxa belief`) go as JSON Lines (no pyarrow import on the fast path);
 many as Parquet.
+
+The folder sits beside the store's real file (a ``--db`` through a symlink logs where the
+writers, given the real path, fold). Logging is best effort: where the folder cannot be
+written (a store the user may read but not write) reads go on unlogged, and the process
+says so once on standard error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,32 +33,60 @@ from pathlib import Path
 import numpy as np
 
 from .connection import remove_dead_writers_files
-from .durable import rename_into_place
+from .durable import beside_store, rename_into_place
 
 #: Above this many reads a side file is Parquet (written from the scorer's arrays).
 SMALL_LOG = 5000
 
 
 def log_dir(db_path: str) -> Path:
-    return Path(str(db_path) + ".reads")
+    return beside_store(db_path, ".reads")
 
 
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def _publish(folder: Path, suffix: str, write) -> Path:
-    """Write a side file under a temporary name, make it durable, and give it its final name."""
-    folder.mkdir(exist_ok=True)
-    stem = f"{os.getpid()}-{time.time_ns()}-{os.urandom(4).hex()}"
-    temporary = folder / f".tmp-{stem}{suffix}"
-    write(temporary)
-    final = folder / f"{stem}{suffix}"
-    rename_into_place(temporary, final)
-    return final
+#: whether this process has said that it cannot log reads (it says so once)
+_warned_unlogged = False
 
 
-def append_rows(db_path: str, rows) -> Path:
+def _publish(folder: Path, suffix: str, write) -> Path | None:
+    """Write a side file under a temporary name, make it durable, and give it its final name.
+
+    Best effort: where the folder cannot be written (a store the user may read but not write,
+    a full disk) the read is not logged, and the process says so once on standard error;
+    the read itself goes on. Returns the file, or None when nothing was logged.
+    """
+    temporary = None
+    try:
+        folder.mkdir(exist_ok=True)
+        stem = f"{os.getpid()}-{time.time_ns()}-{os.urandom(4).hex()}"
+        temporary = folder / f".tmp-{stem}{suffix}"
+        write(temporary)
+        final = folder / f"{stem}{suffix}"
+        rename_into_place(temporary, final)
+        return final
+    except OSError as err:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+        _warn_unlogged(folder, err)
+        return None
+
+
+def _warn_unlogged(folder: Path, err: OSError) -> None:
+    global _warned_unlogged
+    if _warned_unlogged:
+        return
+    _warned_unlogged = True
+    reason = err.strerror or str(err)
+    print(f"doxa: warning: reads are not logged: cannot write the read log {folder} ({reason}). Beliefs are "
+          "unaffected; to log reads, let this user write the store's folder (or use a copy of the store)",
+          file=sys.stderr, flush=True)
+
+
+def append_rows(db_path: str, rows) -> Path | None:
     """rows: (question, asked_at, probabilities in option order, top, p_top, params_version)."""
     read_at = _utc_now().isoformat()
     text = "".join(json.dumps({"question": q, "asked_at": at.isoformat(), "read_at": read_at,
@@ -67,7 +102,7 @@ def append_rows(db_path: str, rows) -> Path:
 
 
 def append_matrix(db_path: str, question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray,
-                  n_options: np.ndarray, params_version: int | None) -> Path:
+                  n_options: np.ndarray, params_version: int | None) -> Path | None:
     """Many reads from the scorer's arrays (``probs`` (Q, K_max), rounded to 1e-6) as one Parquet file."""
     table = matrix_table(question_ids, asked_at, probs, n_options, params_version)
     import pyarrow.parquet as pq

@@ -1,6 +1,9 @@
 -- doxa store schema: the one place tables are defined (DESIGN.md §1).
 -- Times are TIMESTAMP (UTC, naive). Lists are DuckDB lists.
 
+-- The row 'schema_version' marks a DuckDB file as a doxa store: a file holding tables without
+-- it is never changed (data/store.py). 'store_id' (random hex) names the store's files in a
+-- folder several stores share; 'evidence_epoch' and 'structure_epoch' date what kept states saw.
 CREATE TABLE IF NOT EXISTS meta (
     key   VARCHAR PRIMARY KEY,
     value VARCHAR

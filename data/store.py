@@ -29,7 +29,8 @@ import duckdb
 import numpy as np
 
 from . import evidence_sql
-from .connection import CONNECT_CONFIG, connect, in_read_session  # noqa: F401 - part of this module's API
+from .connection import CONNECT_CONFIG, connect, in_read_session, not_a_store  # noqa: F401 - part of this module's API
+from .durable import store_file
 from .errors import IngestError, Problem, StoreError
 from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable, mark_copies_sql
 from .sql import bind, sql_literal
@@ -112,6 +113,32 @@ _MIGRATIONS: dict[str, tuple[str, str]] = {
 }
 
 
+def _schema_version(con) -> str | None:
+    """The ``schema_version`` row of ``meta``: what marks a DuckDB file as a doxa store (None: no mark)."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except (duckdb.CatalogException, duckdb.BinderException):  # no meta table, or someone else's
+        return None
+    return row[0] if row else None
+
+
+def _refuse_foreign(con, path: str) -> None:
+    """Raise :class:`StoreError` when a DuckDB file without doxa's mark holds anything: a file doxa
+    did not make is never changed (an empty one becomes a store). Nothing is written before."""
+    names = [name for (name,) in con.execute(
+        """SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary
+           UNION SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary
+           ORDER BY 1""").fetchall()]
+    if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise StoreError(f"{path} is not a doxa store: it holds tables {shown}; doxa never changes a file it "
+                         "did not make: use another --db (a new path becomes a store)")
+
+
+def _new_store_id() -> str:
+    return os.urandom(8).hex()
+
+
 def _doubles_in_place(blobs) -> tuple[np.ndarray, np.ndarray]:
     """(every float64 of an Arrow binary column, read from its data buffer; where each blob starts in it)."""
     array = blobs.combine_chunks()
@@ -150,6 +177,19 @@ def _lines_of(path) -> Iterable[str]:
         yield from handle
 
 
+def _first_bytes_not_utf8(path, err: UnicodeDecodeError) -> str:
+    """Where a file stops being UTF-8, by line and column (the decoder's own offset counts from its last
+    read buffer, not from the start of the file)."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return (f"{path} is not UTF-8 text: line {number}, byte 0x{line[bad.start:bad.start + 1].hex()} at "
+                        f"column {bad.start + 1} ({bad.reason}): convert it, e.g. iconv -f latin1 -t utf-8")
+    return f"{path} is not UTF-8 text ({err.reason}): convert it, e.g. iconv -f latin1 -t utf-8"
+
+
 class Store:
     """A doxa store. Use :meth:`open`; close with :meth:`close` or a ``with`` block.
 
@@ -167,6 +207,8 @@ class Store:
 
     def __init__(self, path: str, *, read_only: bool = False, lock_timeout: float | None = None):
         self.path = path
+        #: the file itself: ``path``, or where a symlink in it leads (side files are kept beside it)
+        self.file = store_file(path)
         self.read_only = read_only
         self.lock_timeout = lock_timeout
         self.in_memory = path == ":memory:"
@@ -187,6 +229,8 @@ class Store:
         self._opened_at: tuple[int, int | None] | None = None
         #: which path stored the last ingest_lines/ingest_file: "fast" (fast_ingest) or "per-line"
         self.last_ingest_path: str | None = None
+        #: what the last ingest warned of without refusing (a new id that looks like a stored one)
+        self.last_ingest_warnings: list[str] = []
         #: seconds per phase of the last fast ingest (benchmarks)
         self.last_ingest_seconds: dict[str, float] = {}
 
@@ -201,7 +245,13 @@ class Store:
         released again before this returns.
         """
         path = str(path) if path is not None else default_db_path()
-        exists = path == ":memory:" or Path(path).exists()
+        if path != ":memory:":
+            # a directory, a file that is not DuckDB's, a symlink loop: said now, before any command
+            # runs (a cheap look at the file's first bytes; DuckDB is not opened here)
+            reason = not_a_store(path)
+            if reason is not None:
+                raise StoreError(reason)
+        exists = path == ":memory:" or Path(store_file(path)).exists()
         if not exists and not create:
             raise StoreError(f"no doxa store at {path}: create one with `doxa init --db {path}`")
         if not exists and read_only:
@@ -264,26 +314,29 @@ class Store:
 
         path = self.path
         read_only = mode == "read" and not self.in_memory
-        if read_only and not Path(path).exists():
+        if read_only and not Path(self.file).exists():
             read_only, mode = False, "write"
-        con = connect(path, read_only=read_only, timeout=self.lock_timeout)
-        if not read_only and not self.in_memory:
-            try:  # before anything this connection writes can commit (data/belief_cache.py)
-                self._writing_token = belief_cache.open_generation(path)
-            except BaseException:
-                con.close()
-                raise
-            self._changed_questions = set()
-            self._opened_at = self._epochs_now(con)
-        # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
+        con = connect(self.file, read_only=read_only, timeout=self.lock_timeout)
         try:
-            con.execute("SET enable_progress_bar = false")
-        except duckdb.InvalidInputException:  # inside Jupyter DuckDB refuses the setting (no bar there anyway)
-            pass
+            # DuckDB draws a progress bar on stdout for long queries: never mix it into doxa's output
+            try:
+                con.execute("SET enable_progress_bar = false")
+            except duckdb.InvalidInputException:  # inside Jupyter DuckDB refuses the setting (no bar there anyway)
+                pass
+            version = _schema_version(con)
+            if version is None and not self.in_memory:
+                _refuse_foreign(con, path)  # before anything is written, beside the file or in it
+            if not read_only and not self.in_memory:
+                # before anything this connection writes can commit (data/belief_cache.py)
+                self._writing_token = belief_cache.open_generation(path)
+                self._changed_questions = set()
+                self._opened_at = self._epochs_now(con)
+        except BaseException:
+            con.close()
+            raise
         self._con, self._mode, self._one_thread = con, mode, False
         try:
             if mode == "read":
-                version = self._schema_version()
                 if version != SCHEMA_VERSION:  # an old or new store: only a writer may change it
                     self._disconnect()
                     self._connect("write")
@@ -350,11 +403,7 @@ class Store:
             self._disconnect()
 
     def _schema_version(self) -> str | None:
-        try:
-            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except duckdb.CatalogException:
-            return None
-        return row[0] if row else None
+        return _schema_version(self._con)
 
     def _ensure_schema(self) -> None:
         version = self._schema_version()
@@ -365,9 +414,22 @@ class Store:
         self.con.execute("BEGIN")
         self.con.execute(_schema_sql())
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?), ('evidence_epoch', '0'), "
-                         "('structure_epoch', '0')", [SCHEMA_VERSION]).fetchall()
+                         "('structure_epoch', '0'), ('store_id', ?)", [SCHEMA_VERSION, _new_store_id()]).fetchall()
         self._seed_prompts()
         self.con.execute("COMMIT")
+
+    def store_id(self) -> str:
+        """This store's id: random, written when the store was made and kept in ``meta``
+        (docs/formats.md); it names the store's files in a folder that several stores share
+        (``doxa train --posterior-dir``). A store made before ids existed gets one now."""
+        with self.reading():
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+        if row is not None:
+            return row[0]
+        with self.writing():
+            self.con.execute("INSERT INTO meta VALUES ('store_id', ?) ON CONFLICT DO NOTHING",
+                             [_new_store_id()]).fetchall()
+            return self.con.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
 
     def _migrate(self, version: str) -> None:
         """Bring a store written by an older doxa up to :data:`SCHEMA_VERSION`, in one transaction."""
@@ -382,6 +444,8 @@ class Store:
             self.con.execute(_schema_sql())
             self._seed_prompts()
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()
+            self.con.execute("INSERT INTO meta VALUES ('store_id', ?) ON CONFLICT DO NOTHING",
+                             [_new_store_id()]).fetchall()
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
@@ -467,8 +531,10 @@ class Store:
                 with self.writing():
                     self.use_one_thread(False)
                     changes: dict[str, Any] = {}
+                    warnings: list[str] = []
                     try:
-                        added = fast_ingest.write_stage(self.con, stage.paths, changes, stage.unique)
+                        added = fast_ingest.write_stage(self.con, stage.paths, changes, stage.unique,
+                                                        warnings=warnings)
                     except fast_ingest.NotProved as why:
                         fast_ingest.debug(why.reason)
                         return None, list(replay.again()) if replay.iterator is not None else replay.again()
@@ -476,6 +542,7 @@ class Store:
                     if changes.get("questions") and self.on_evidence_change is not None:
                         self.on_evidence_change(changes)  # still holding the file: nothing came in between
                     self.last_ingest_path = "fast"
+                    self.last_ingest_warnings = warnings
                     self.last_ingest_seconds = {"staging (no lock)": staged - started,
                                                 "joins and writes (write session)": time.perf_counter() - staged}
                     return added, None
@@ -500,7 +567,7 @@ class Store:
         except FileNotFoundError:
             raise StoreError(f"no such file: {path}") from None
         except UnicodeDecodeError as err:
-            raise StoreError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+            raise StoreError(_first_bytes_not_utf8(path, err)) from None
 
     def ingest_batch(self, batch, *, also=None) -> dict[str, int]:
         """Write validated records in one transaction (the file is held only for this write).
@@ -513,7 +580,10 @@ class Store:
         with self.writing():
             self.use_one_thread(False)
             changes: dict[str, Any] = {}
-            added = writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also, changes=changes)
+            warnings: list[str] = []
+            added = writer.write_batch(self.con, batch, organizer.OPERATION_WRITERS, also=also, changes=changes,
+                                       warnings=warnings)
+            self.last_ingest_warnings = warnings
             self._changed_questions.update(changes.get("questions") or ())
             if changes and self.on_evidence_change is not None:
                 self.on_evidence_change(changes)  # still holding the file: nothing came in between

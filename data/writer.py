@@ -15,27 +15,42 @@ from typing import Any, Mapping
 import duckdb
 import pyarrow as pa
 
+from . import models
 from .evidence import FRESH_READINGS, HISTORY_SQL, mark_copies_sql
-from .ingest import IngestError, ParsedBatch, Problem, fingerprint
+from .errors import Problems
+from .ingest import IngestError, ParsedBatch, fingerprint
 from .search import TOKEN_SPLIT
+from .sql import sql_literal
 from .times import FAR_FUTURE
 
-MAX_PROBLEMS = 1000
-
-
-class _Problems(list):
-    """Problems kept up to MAX_PROBLEMS; ``dropped`` counts the rest."""
-
-    dropped = 0
-
-    def add(self, line: int, reason: str, fix: str = "", field: str = "") -> None:
-        if len(self) < MAX_PROBLEMS:
-            self.append(Problem(line, reason, fix, field))
-        else:
-            self.dropped += 1
-
-
 NEVER_EDITED = "records are never edited; use a new id"
+#: An ingest gives at most this many look-alike warnings of one kind; the rest are counted.
+MAX_WARNINGS = 20
+
+
+def look_alike_warnings(con, table: str, new_ids_sql: str, params: list | None = None) -> list[str]:
+    """Warnings for new ids of ``table`` (``subjects`` or ``questions``) that look like another one:
+    the same skeleton (lower case, Cyrillic, Greek and full-width look-alikes made Latin: ``maya``,
+    ``Maya`` and ``m\u0430ya``) as a stored id or an earlier new one. ``new_ids_sql``: a query of
+    the new ids (column ``id``, none stored yet). A warning, not a refusal: two subjects may really
+    differ only in case. Both ingest paths call it before they write."""
+    if not con.execute(f"SELECT EXISTS ({new_ids_sql})", params).fetchone()[0]:
+        return []  # nothing new: the stored ids are not read at all
+    skeleton = (f"translate(lower(id), {sql_literal(models.LOOK_ALIKES_FROM)}, "
+                f"{sql_literal(models.LOOK_ALIKES_TO)})")
+    rows = con.execute(f"""
+        WITH new AS (SELECT DISTINCT id, {skeleton} AS k FROM ({new_ids_sql})),
+             stored AS (SELECT id, {skeleton} AS k FROM {table} WHERE {skeleton} IN (SELECT k FROM new))
+        SELECT n.id, list_sort(list(DISTINCT o.id)) FROM new n
+        JOIN (SELECT id, k, true AS old FROM stored UNION ALL SELECT id, k, false FROM new) o
+          ON o.k = n.k AND o.id <> n.id AND (o.old OR o.id < n.id)
+        GROUP BY n.id ORDER BY n.id""", params).fetchall()
+    what = table.removesuffix("s")
+    warnings = [f"new {what} id {new!r} looks like {', '.join(map(repr, like))} (only case or look-alike letters "
+                f"differ): if they are one {what}, use one id" for new, like in rows[:MAX_WARNINGS]]
+    if len(rows) > MAX_WARNINGS:
+        warnings.append(f"… and {len(rows) - MAX_WARNINGS} more new {what} ids that look like others")
+    return warnings
 
 
 def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, tuple]:
@@ -66,7 +81,7 @@ def _known(con, table: str, name: str, also: set[str]) -> str:
     return f" (known {table}, closest first: {', '.join(repr(c) for c in closest)}{more})"
 
 
-def _dedupe(items, key, problems: _Problems, what: str, same):
+def _dedupe(items, key, problems: Problems, what: str, same):
     """Keep the first record per key; a later record with the same key must be identical."""
     kept: dict[Any, tuple[int, Any]] = {}
     for line, record in items:
@@ -81,7 +96,7 @@ def _dedupe(items, key, problems: _Problems, what: str, same):
     return list(kept.values())
 
 
-def _subjects(items, stored: dict[str, tuple], problems: _Problems):
+def _subjects(items, stored: dict[str, tuple], problems: Problems):
     """Apply the subject rule (see :func:`write_batch`) to this file's subject records.
 
     Returns ``(new, updated)``: records of new ids, and ``(id, name, aliases)`` of stored
@@ -118,8 +133,11 @@ def _subjects(items, stored: dict[str, tuple], problems: _Problems):
 
 def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 extra_writers: Mapping[str, "ExtraWriter"] | None = None, *, also=None,
-                changes: dict | None = None) -> dict[str, int]:
+                changes: dict | None = None, warnings: list[str] | None = None) -> dict[str, int]:
     """Check every reference and edit rule of a parsed file, then write it in one transaction.
+
+    ``warnings``, when given, receives what a person should hear of an accepted file: new subject
+    and question ids that look like others (:func:`look_alike_warnings`).
 
     ``changes``, when given, receives what the write changed: ``questions`` whose evidence
     changed and ``structure`` (a merge, split or undo), as :func:`mark_evidence_changed` records them.
@@ -138,7 +156,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     ``subjects_updated``; an identical record is nothing new; a different name or a
     missing alias is refused (to rename, add the new name as an alias).
     """
-    problems = _Problems(batch.problems)
+    problems = Problems(batch.problems)
     by = batch.by_type
     broken = batch.broken_ids
     eq = lambda a, b: a == b  # noqa: E731 - records are frozen pydantic models
@@ -321,7 +339,12 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         handler.check(con, items, batch, problems)
 
     if problems:
-        raise IngestError(list(problems), total=len(problems) + problems.dropped)
+        raise IngestError(list(problems), total=problems.total)
+    if warnings is not None:
+        warnings += look_alike_warnings(con, "subjects", "SELECT unnest(?::VARCHAR[]) AS id",
+                                        [[sid for sid, _, _ in new_subjects]])
+        warnings += look_alike_warnings(con, "questions", "SELECT unnest(?::VARCHAR[]) AS id",
+                                        [[r.id for _, r in questions if r.id not in stored_questions]])
 
     # --- write --------------------------------------------------------------------------
     counts: dict[str, int] = {}
@@ -415,7 +438,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     return {k: v for k, v in counts.items() if v}
 
 
-def _check_settlements(con, settlements, problems: _Problems) -> None:
+def _check_settlements(con, settlements, problems: Problems) -> None:
     """Refuse two different answers settled for one question at one instant (in the file or against the store)."""
     if not settlements:
         return
@@ -440,7 +463,7 @@ def _check_settlements(con, settlements, problems: _Problems) -> None:
                          "one question has one answer at a time: drop one, or give the later one its own time", "at")
 
 
-def _check_rejections(con, rejections, question_options: dict[str, list[str]], problems: _Problems) -> None:
+def _check_rejections(con, rejections, question_options: dict[str, list[str]], problems: Problems) -> None:
     """Refuse the rejection that would leave a question no possible answer."""
     if not rejections:
         return
@@ -572,7 +595,7 @@ def _index_terms(con, ids: list[str], texts: list[str]) -> None:
 class ExtraWriter:
     """Interface for record types added by other parts of doxa (the organizer's operations)."""
 
-    def check(self, con, items: list[tuple[int, Any]], batch: ParsedBatch, problems: _Problems) -> None:
+    def check(self, con, items: list[tuple[int, Any]], batch: ParsedBatch, problems: Problems) -> None:
         raise NotImplementedError
 
     def write(self, con, items: list[tuple[int, Any]]) -> dict[str, int]:

@@ -62,7 +62,7 @@ CASES = [
     ("nan-probability", '{' + DIET_READING + ',"probs":{"vegetarian":NaN,"eats fish":0,"eats meat":1}}',
      ["must be a number in [0, 1]", "nan"]),
     ("negative-trust", '{"type":"source","id":"shady","layers":["web"],"trust":-0.1}',
-     ["trust", "greater than or equal to 0"]),
+     ["trust must be at least 0", "-0.1"]),
     ("unparseable-time", '{"type":"message","id":"m9","source":"maya-chat","sent_at":"yesterday","text":"hi hi"}',
      ["cannot read time 'yesterday'", "ISO 8601", "2026-06-02"]),
     ("impossible-date", '{"type":"settlement","question":"maya.diet","answer":"eats fish","at":"2026-13-45",'

@@ -135,3 +135,45 @@ def test_demo_writes_its_own_file_whatever_doxa_db_names(tmp_path, monkeypatch):
     for path, before in ((mine, before_mine), (default, before_default)):
         with doxa.open(str(path)) as memory:
             assert memory.store.counts() == before
+
+
+def test_demo_never_deletes_what_the_user_added_to_its_store(tmp_path):
+    """A store the demo made, then used for the user's own records: the demo refuses to rebuild it."""
+    path = tmp_path / "d.duckdb"
+    runner = CliRunner()
+    assert runner.invoke(app, ["demo", "--db", str(path)]).exit_code == 0
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps({"type": "message", "id": "mine", "source": "my-notes", "sent_at": "2026-01-01",
+                                "text": "my own note"}) + "\n")
+    assert runner.invoke(app, ["ingest", str(mine), "--db", str(path)]).exit_code == 0
+    again = runner.invoke(app, ["demo", "--db", str(path)])
+    assert again.exit_code == 1
+    assert "holds records the demo did not write (messages: mine)" in again.output
+    assert "give --db a new path" in again.output
+    with doxa.open(str(path)) as memory:
+        assert memory.store.execute("SELECT text FROM messages WHERE id = 'mine'").fetchall() == [("my own note",)]
+
+
+def test_demo_refuses_its_store_once_the_user_settled_a_question_there(tmp_path):
+    path = tmp_path / "d.duckdb"
+    runner = CliRunner()
+    assert runner.invoke(app, ["demo", "--db", str(path)]).exit_code == 0
+    with doxa.open(str(path)) as memory:
+        memory.ingest([{"type": "settlement", "question": "maya.birthday", "answer": "April",
+                        "at": "2026-12-02", "how": "correction"}])
+    again = runner.invoke(app, ["demo", "--db", str(path)])
+    assert again.exit_code == 1 and "settlements: 1 rows where the demo writes 0" in again.output
+    with doxa.open(str(path)) as memory:
+        assert memory.store.counts()["settlements"] == 1
+
+
+def test_demo_rebuilds_its_store_after_reads_alone(tmp_path):
+    """Reads are the store's own log, not records: a store read from is still the demo's to rebuild."""
+    path = str(tmp_path / "d.duckdb")
+    runner = CliRunner()
+    assert runner.invoke(app, ["demo", "--db", path]).exit_code == 0
+    assert runner.invoke(app, ["belief", "maya.diet", "--db", path]).exit_code == 0
+    with doxa.open(path) as memory:
+        assert memory.store.fold_reads() > 0  # the reads are in the store itself now
+    again = runner.invoke(app, ["demo", "--db", path, "--json"])
+    assert again.exit_code == 0, again.output

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doxa.data import fast_ingest
+from doxa.data import fast_ingest, models
 from doxa.data.errors import IngestError
 from doxa.data.store import Store
 
@@ -18,14 +18,15 @@ TABLES = {
     "subjects": "id, name, aliases", "relations": "*", "sources": "*", "messages": "*",
     "questions": "id, subject, kind, text, shape, options, status, created_by, instructions_version",
     "readings": "*", "settlements": "*", "rejections": "*", "instructions": "*", "message_terms": "*",
-    "evidence_epochs": "*", "meta": "*",
+    "evidence_epochs": "*", "meta": "* FROM meta WHERE key <> 'store_id'",  # each store's own random id aside
 }
 
 EPOCHS = ("evidence_epochs", "meta")
 
 
 def snapshot(store: Store) -> dict[str, list]:
-    return {t: sorted(map(repr, store.con.execute(f"SELECT {cols} FROM {t}").fetchall()))
+    return {t: sorted(map(repr, store.con.execute(f"SELECT {cols}" if " FROM " in cols else
+                                                  f"SELECT {cols} FROM {t}").fetchall()))
             for t, cols in TABLES.items()}
 
 
@@ -59,7 +60,7 @@ def files(draw):
                 for _ in range(draw(st.integers(0, 3)))]
     sources = []
     for i in range(draw(st.integers(1, 3))):
-        layers = pick([["person", "chat"], ["assistant", "notes"], ["business", "email"]])
+        layers = pick([["person", "chat"], ["assistant", "notes"], ["Assistant", "notes"], ["business", "email"]])
         record = {"type": "source", "id": f"src{i}", "layers": layers}
         if draw(st.booleans()):
             record["trust"] = draw(st.sampled_from([0.5, 0.9, 1, 0]))
@@ -389,3 +390,116 @@ def test_workers_that_write_out_what_they_proved_midway_store_what_the_per_line_
     fast, added_fast, slow, added_slow = both_ways(as_lines(records, ascii_only=False))
     assert fast.last_ingest_path == "fast" and added_fast == added_slow
     assert snapshot(fast) == snapshot(slow)
+
+
+# ------------------------------------------------------------------------ issue 34: strict values on both paths
+SETTLE = {"type": "settlement", "question": "q", "answer": "a", "at": "2026-02-01T12:00:00Z", "how": "outcome"}
+ASK = {"type": "question", "id": "q2", "kind": "where", "text": "Where now?", "options": ["a", "b"]}
+TEN_DIGITS = "1" + "0" * 4300  # 4,301 digits: past Python's limit on reading an integer
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({**SETTLE, "params_version": 2**31}, "params_version"),              # past a schema INTEGER
+    ({**SETTLE, "params_version": -(2**31) - 1}, "params_version"),
+    ({**ASK, "instructions_version": 2**31}, "instructions_version"),
+    ({**SETTLE, "p_before": "0.5"}, "p_before"),                         # numbers as strings or booleans
+    ({**SETTLE, "p_before": True}, "p_before"),
+    ({**SETTLE, "params_version": "7"}, "params_version"),
+    ({**SETTLE, "params_version": 7.0}, "params_version"),               # an integer field takes integers
+    ({**SETTLE, "params_version": True}, "params_version"),
+    ({**ASK, "instructions_version": "2"}, "instructions_version"),
+    ({"type": "source", "id": "s2", "layers": ["web"], "trust": True}, "trust"),
+    ({**SETTLE, "note": "x" * (models.MAX_TEXT_CHARS + 1)}, "note"),     # every free text capped
+    ({"type": "instruction", "id": "i", "text": " \t ", "at": "2026-01-05"}, "text"),  # blank texts
+    ({**ASK, "text": "   "}, "text"),
+    ({"type": "subject", "id": "maya\u200b", "name": "Maya"}, "id"),     # zero-width, bidi, format characters
+    ({"type": "subject", "id": "maya", "name": "Maya\u200d"}, "name"),
+    ({"type": "subject", "id": "maya", "name": "Maya", "aliases": ["\u202eayam"]}, "aliases.0"),
+    ({"type": "source", "id": "s\u2066", "layers": ["web"]}, "id"),
+    ({"type": "source", "id": "s2", "layers": ["web\ufeff"]}, "layers.0"),
+    ({**ASK, "options": ["a\u200e", "b"]}, "options.0"),
+    ({**ASK, "id": "q 2"}, "id"),                                         # white space in an id
+    ({**ASK, "id": "q\u00a02"}, "id"),
+    ({"type": "message", "id": "m\u3000x", "source": "s", "sent_at": "2026-01-01", "text": "hi"}, "id"),
+    ({"type": "instruction", "id": "i\u2003x", "text": "Be brief.", "at": "2026-01-05"}, "id"),
+    ({**ASK, "id": "qe\u0301"}, "id"),                                    # not NFC
+    ({"type": "subject", "id": "maya", "name": "Ame\u0301lie"}, "name"),
+])
+def test_a_value_issue_34_refuses_is_refused_alike_on_both_paths_with_its_field(bad, field, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
+    lines = as_lines(small_file()) + as_lines([bad])
+    message = refused_alike(lines)
+    assert f"line {len(lines)}: {field}" in message, message
+    assert "internal error" not in message and message.count("\n") == 1  # one problem, on its line
+
+
+@pytest.mark.parametrize("big", [f'"params_version": {TEN_DIGITS}', f'"p_before": -{TEN_DIGITS}',
+                                 f'"p_before": 0.5, "params_version": {TEN_DIGITS}'])
+def test_an_integer_of_more_digits_than_python_reads_is_a_problem_of_its_line(big, monkeypatch):
+    monkeypatch.setattr(fast_ingest, "BLOCK_LINES", 16)
+    lines = as_lines(small_file()) + [json.dumps(SETTLE)[:-1] + ", " + big + "}\n"]
+    message = refused_alike(lines)
+    field = big.split('"')[-2]
+    assert f"line {len(lines)}: {field}: number too long (4301 digits)" in message, message
+    assert "at most 4300 digits" in message
+
+
+def test_sources_whose_first_layer_is_assistant_in_any_case_are_the_assistant_on_both_paths():
+    records = small_file(4)
+    records[0] = {"type": "source", "id": "s", "layers": ["Assistant", "notes"]}
+    records.append({"type": "source", "id": "t", "layers": ["ASSISTANT"]})
+    records.append({"type": "source", "id": "u", "layers": ["ASSİSTANT"]})  # not ASCII: the per-line way
+    fast, added_fast, slow, added_slow = both_ways(as_lines(records))
+    assert added_fast == added_slow and snapshot(fast) == snapshot(slow)
+    assert fast.last_ingest_path == "per-line"
+    flags = dict(slow.con.execute("SELECT id, is_assistant FROM sources").fetchall())
+    assert flags == {"s": True, "t": True, "u": False}
+    assert slow.con.execute("SELECT bool_or(counts) FROM readings").fetchone()[0] is False
+    records.pop()  # without the non-ASCII layer the fast path stores it, alike
+    fast, added_fast, slow, added_slow = both_ways(as_lines(records))
+    assert fast.last_ingest_path == "fast" and added_fast == added_slow and snapshot(fast) == snapshot(slow)
+    assert dict(fast.con.execute("SELECT id, is_assistant FROM sources").fetchall()) == {"s": True, "t": True}
+
+
+@pytest.mark.parametrize("name", ["क्षमा", "Nguyễn", "Ame\u0301lie".replace("e\u0301", "é"), "Åsa"])
+def test_names_in_nfc_with_accents_and_combining_marks_are_stored_alike(name):
+    records = small_file(3) + [{"type": "subject", "id": "x", "name": name, "aliases": [name + " B"]}]
+    fast, added_fast, slow, added_slow = both_ways(as_lines(records, ascii_only=False))
+    assert added_fast == added_slow and snapshot(fast) == snapshot(slow)
+
+
+def look_alikes(records, stored=(), *, fast: bool) -> list[str]:
+    """The warnings an ingest of ``records`` gives on one path, into a store holding ``stored``."""
+    from doxa.data import ingest, writer
+
+    store = Store.memory()
+    if stored:
+        store.ingest_lines(as_lines(stored), fast=False)
+    warnings: list[str] = []
+    lines = as_lines(records, ascii_only=False)
+    if fast:
+        stage = fast_ingest.stage_lines(lines)
+        try:
+            fast_ingest.write_stage(store.con, stage.paths, unique=stage.unique, warnings=warnings)
+        finally:
+            stage.close()
+    else:
+        writer.write_batch(store.con, ingest.parse_lines(lines), warnings=warnings)
+    return warnings
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_new_subject_or_question_id_that_looks_like_another_is_warned_of_not_refused(fast):
+    stored = [{"type": "subject", "id": "maya", "name": "Maya"}, ASK]
+    new = [{"type": "subject", "id": "m\u0430ya", "name": "Maya C"},     # Cyrillic а
+           {"type": "subject", "id": "Maya", "name": "Maya D"},          # another case
+           {"type": "subject", "id": "maya", "name": "Maya"},            # the stored one again: no warning
+           {"type": "subject", "id": "ｍaya2", "name": "Wide"}, {"type": "subject", "id": "maya2", "name": "Narrow"},
+           {**ASK, "id": "Q2"}, {**ASK, "id": "q3"}]
+    warnings = look_alikes(new, stored, fast=fast)
+    heads = [w.split(" (only case")[0] for w in warnings]
+    assert heads == ["new subject id 'Maya' looks like 'maya'", "new subject id 'mаya' looks like 'Maya', 'maya'",
+                     "new subject id 'ｍaya2' looks like 'maya2'",  # two new ones: the later in order is named
+                     "new question id 'Q2' looks like 'q2'"], warnings
+    assert all("if they are one" in w and "use one id" in w for w in warnings)
+    assert look_alikes([{"type": "subject", "id": "bob", "name": "Bob"}], stored, fast=fast) == []

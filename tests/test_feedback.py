@@ -81,6 +81,24 @@ def test_an_instruction_is_kept_with_who_gave_it_and_what_it_rests_on(small_mem)
         "Book a table without fish", "ana", "maya.diet", "vegetarian")
 
 
+@pytest.mark.parametrize("text", ["   ", "\t\n", ""])
+def test_a_blank_instruction_is_refused_and_nothing_recorded(small_mem, rec, text):
+    stored = rec.snapshot(small_mem.store)
+    with pytest.raises(FeedbackError, match="refused, nothing recorded: text is (only white space|empty)"):
+        small_mem.instruct("maya", text, at=T)
+    assert rec.snapshot(small_mem.store) == stored
+
+
+def test_an_outcome_note_longer_than_any_text_is_refused(small_mem, rec):
+    from doxa.data.models import MAX_TEXT_CHARS
+
+    stored = rec.snapshot(small_mem.store)
+    with pytest.raises(FeedbackError, match=f"note is {MAX_TEXT_CHARS + 1} characters long \\(at most"):
+        small_mem.outcome("maya.diet", "eats meat", how="x" * (MAX_TEXT_CHARS + 1), at=T)
+    assert rec.snapshot(small_mem.store) == stored
+    assert small_mem.outcome("maya.diet", "eats meat", how="x" * MAX_TEXT_CHARS, at=T).recorded
+
+
 # ---------------------------------------------------------------------------- idempotence
 @pytest.mark.parametrize("verb, call", [
     ("correct", lambda m, at: m.correct("maya.diet", "vegetarian", at=at)),
@@ -238,6 +256,13 @@ def db(tmp_path, small_records) -> str:
     with doxa.open(path) as memory:
         memory.ingest(small_records)
     return path
+
+
+def test_a_blank_instruction_is_refused_on_the_command_line(db):
+    result = run("instruct", "maya", "   ", "--db", db, code=1)
+    assert "text is only white space" in result.output and "write the text" in result.output
+    with doxa.open(db) as memory:
+        assert memory.store.instructions(["maya"]) == []
 
 
 def test_the_verbs_on_the_command_line(db):

@@ -77,7 +77,20 @@ def test_the_first_twenty_problems_are_listed_and_the_rest_counted(mem):
     text = str(error)
     assert text.count("missing field") == MAX_REPORTED_PROBLEMS
     assert f"… and {90 - MAX_REPORTED_PROBLEMS} more" in text
-    assert len(error.to_dict()["problems"]) == 90
+    as_json = error.to_dict()  # --json lists what the text lists, and counts the rest
+    assert len(as_json["problems"]) == MAX_REPORTED_PROBLEMS and as_json["more"] == 90 - MAX_REPORTED_PROBLEMS
+    assert as_json["total"] == 90
+
+
+def test_a_file_of_many_bad_lines_keeps_a_bounded_number_of_problems_and_counts_all(mem):
+    from doxa.data.errors import MAX_KEPT_PROBLEMS
+
+    lines = ['{"type": "subject", "id": 1, "name": 2, "aliases": 3}'] * (MAX_KEPT_PROBLEMS + 500)
+    error = refused(mem, lines, lines=True)
+    assert error.total == 3 * len(lines)  # every problem counted
+    assert len(error.problems) == MAX_KEPT_PROBLEMS  # but only the first ones kept
+    assert [p.line for p in error.problems[:4]] == [1, 1, 1, 2]
+    assert len(error.to_dict()["problems"]) == MAX_REPORTED_PROBLEMS
 
 
 def test_problems_serialise_as_line_field_reason_fix(mem):
@@ -236,3 +249,44 @@ def test_the_cli_reports_a_subject_update(tmp_path):
     assert result.exit_code == 0 and "1 subject(s) updated (aliases added)" in result.stdout
     out = json.loads(runner.invoke(app, ["ingest", second, "--db", db, "--json"]).stdout)
     assert out["added"] == {}
+
+
+# ---------------------------------------------------------------------------- issue 34: refusals with a fix
+def test_a_refused_file_with_json_lists_the_first_problems_and_counts_the_rest(tmp_path, small_records):
+    from typer.testing import CliRunner
+
+    import doxa
+    from doxa.cli.main import app
+
+    db = str(tmp_path / "doxa.duckdb")
+    with doxa.open(db) as memory:
+        memory.ingest(small_records)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "subject", "id": 1, "name": 2, "aliases": 3}\n' * 2000, encoding="utf-8")
+    result = CliRunner().invoke(app, ["ingest", str(bad), "--db", db, "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    (line,) = result.stderr.splitlines()  # one JSON object, of bounded size
+    error = json.loads(line)
+    assert len(error["problems"]) == MAX_REPORTED_PROBLEMS and len(line) < 20_000
+    assert error["error"] == (f"refused: 6000 problem(s); nothing was ingested (the first {MAX_REPORTED_PROBLEMS} "
+                              f"listed, {6000 - MAX_REPORTED_PROBLEMS} more)")
+    assert [p["line"] for p in error["problems"][:4]] == [1, 1, 1, 2]
+
+
+@pytest.mark.parametrize("record, reason, fix", [
+    ({"type": "settlement", "question": "maya.flower", "answer": "lilies", "at": "2026-01-01", "how": "outcome",
+      "params_version": 2**31}, "params_version must be at most 2147483647, got 2147483648", "within its range"),
+    ({"type": "settlement", "question": "maya.flower", "answer": "lilies", "at": "2026-01-01", "how": "outcome",
+      "params_version": "7"}, 'params_version must be a JSON integer, got "7"', "without quotes or decimal point"),
+    ({"type": "settlement", "question": "maya.flower", "answer": "lilies", "at": "2026-01-01", "how": "outcome",
+      "p_before": True}, "p_before must be a JSON number, got true", "without quotes"),
+    ({"type": "subject", "id": "maya\u200b", "name": "Maya"},
+     "id contains the invisible format character U+200B at position 4", "remove it"),
+    ({"type": "subject", "id": "maya lin", "name": "Maya"}, "id 'maya lin' contains white space", "'maya-lin'"),
+    ({"type": "subject", "id": "zoe\u0301", "name": "Zoé"},
+     "id 'zoe\\u0301' is not in Unicode normal form NFC", "'zo\\xe9'"),
+    ({"type": "instruction", "id": "i", "text": "  ", "at": "2026-01-01"}, "text is only white space", "write the"),
+])
+def test_a_value_outside_the_documented_set_is_refused_with_its_field_and_fix(small_mem, record, reason, fix):
+    (problem,) = refused(small_mem, [record]).problems
+    assert reason in problem.reason and fix in problem.fix and problem.field == reason.split(" ")[0]

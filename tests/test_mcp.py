@@ -43,6 +43,8 @@ LATER = "2026-12-01T13:00:00"
 ENTRY = [sys.executable, "-c", "from doxa.cli import main; main()"]
 #: Every call of a test finishes within this many seconds, or the test fails (no hang).
 BOUND_S = 120
+#: A bearer token that meets the rule (43 visible characters, enough of them different).
+TOKEN = "Jx7_kq2ZfV9wL0pR3mN8sT1uY4cB6dE5gH-aQzXoWiK"
 
 TOOLS = {"belief", "beliefs", "uncertain", "context", "explain", "search", "ask", "correct", "approve", "outcome",
          "reject", "instruct", "remember"}
@@ -258,7 +260,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_http(path: str, log: Path, *args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
+def start_http(path: str, log: Path, *args: str, env: dict | None = None,
+               host: str = "127.0.0.1") -> tuple[subprocess.Popen, int]:
+    """`doxa mcp --http` on a free port, once it listens (at HOST: where ARGS bind it)."""
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if k not in ("DOXA_MCP_TOKEN", "DOXA_READER_URL")}
     full_env.update(env or {})
@@ -268,7 +272,7 @@ def start_http(path: str, log: Path, *args: str, env: dict | None = None) -> tup
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text(encoding="utf-8")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return proc, port
         except OSError:
             time.sleep(0.2)
@@ -330,14 +334,14 @@ def test_a_non_loopback_address_needs_a_token_and_refused_requests_change_nothin
 
     log = tmp_path / "guarded.log"
     before = snapshot(served)
-    proc, port = start_http(served, log, "--host", "0.0.0.0", env={"DOXA_MCP_TOKEN": "s3cret"})
+    proc, port = start_http(served, log, "--host", "0.0.0.0", env={"DOXA_MCP_TOKEN": TOKEN})
     try:
         def refusals() -> int:
             return log.read_text(encoding="utf-8").count("doxa mcp: refused")
 
         assert post_call(port, {}) == 401
         assert post_call(port, {"authorization": "Bearer guess"}) == 401
-        assert post_call(port, {"authorization": "s3cret"}) == 401  # the scheme is part of the header
+        assert post_call(port, {"authorization": TOKEN}) == 401  # the scheme is part of the header
         assert refusals() == 3
 
         async def wrong():
@@ -352,7 +356,7 @@ def test_a_non_loopback_address_needs_a_token_and_refused_requests_change_nothin
 
         async def right():
             with anyio.fail_after(BOUND_S):
-                async with with_token(port, "s3cret") as client:
+                async with with_token(port, TOKEN) as client:
                     return result_json(await client.call_tool(
                         "correct", {"question": "maya.diet", "answer": "vegetarian", "at": LATER}))
 

@@ -40,6 +40,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .llm_http import ChatEndpoint
+from .prompts import untrusted
 
 ENV_URL = "DOXA_ORGANIZER_URL"
 ENV_MODEL = "DOXA_ORGANIZER_MODEL"
@@ -165,7 +166,8 @@ class OrganizerRequest:
     known_subject_ids: frozenset[str] = frozenset()
 
     def prompt(self) -> str:
-        body = self.text.replace("</message>", "</ message>")
+        # every text here came from outside (the message) or from a model (names, questions): see untrusted
+        body = untrusted(self.text)
         lines = [f"Message from {self.source_path} (source id {self.source}), sent {self.sent_at:%Y-%m-%d}:",
                  "<message>", body, "</message>", "", "Known subjects (id: name):"]
         if self.subjects:
@@ -174,13 +176,13 @@ class OrganizerRequest:
                 if s.get("aliases"):
                     extra.append("aliases: " + ", ".join(s["aliases"]))
                 extra += s.get("relations", [])
-                lines.append(f"- {s['id']}: {s['name']}" + (f" ({'; '.join(extra)})" if extra else ""))
+                lines.append(untrusted(f"- {s['id']}: {s['name']}" + (f" ({'; '.join(extra)})" if extra else "")))
         else:
             lines.append("(none yet)")
         lines += ["", "Existing questions (id (about subject): text [options]):"]
         if self.questions:
             for q in self.questions:
-                lines.append(f"- {q['id']} (about {q['subject']}): {q['text']} [{' | '.join(q['options'])}]")
+                lines.append(untrusted(f"- {q['id']} (about {q['subject']}): {q['text']} [{' | '.join(q['options'])}]"))
         else:
             lines.append("(none yet)")
         lines += ["", "Reply with the JSON object only."]

@@ -11,7 +11,8 @@
    Fit the output map on those (:class:`doxa.inference.learn.calibrate.OutputCalibration`).
 4. Publish one parameter version (one transaction); a diverged fit raises
    :class:`~doxa.inference.learn.fit.FitDiverged` before anything is written.
-5. Export the posterior draws as ArviZ InferenceData to ``<db>.posterior/v<N>.nc``, put in
+5. Export the posterior draws as ArviZ InferenceData to ``<db>.posterior/v<N>.nc`` (with
+   ``--posterior-dir DIR``: ``DIR/<stem>-<store id>/v<N>.nc``, :func:`posterior_folder`), put in
    place inside the publishing transaction (:func:`publish_with_posterior`).
 
 The store is held only while step 1 reads it and while step 4 writes (docs/concurrency.md).
@@ -30,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from doxa.data.connection import remove_dead_writers_files
-from doxa.data.durable import fsync_path
+from doxa.data.durable import beside_store, fsync_path
 from doxa.data.evidence import Evidence
 from doxa.inference.learn.calibrate import OutputCalibration
 from doxa.inference.learn.choice import choose_form
@@ -148,9 +149,20 @@ def what_moved(previous: dict[str, Any] | None, current: dict[str, Any], top: in
 
 
 def posterior_dir_for(db_path: str) -> Path | None:
+    """The store's own posterior folder, ``<store file>.posterior/`` (None for a store in memory)."""
     if not db_path or db_path == ":memory:":
         return None
-    return Path(str(db_path) + ".posterior")
+    return beside_store(db_path, ".posterior")
+
+
+def posterior_folder(store, posterior_dir: str | os.PathLike | None) -> Path | None:
+    """Where ``store``'s posterior files go: its own folder (:func:`posterior_dir_for`), or, in a
+    folder given with ``--posterior-dir`` (which several stores may share), the subfolder
+    ``<store file's stem>-<first 8 characters of its store id>`` so no store overwrites another's ``v<N>.nc``."""
+    if posterior_dir is None:
+        return posterior_dir_for(store.path)
+    stem = "memory" if store.in_memory else Path(store.file).stem
+    return Path(posterior_dir) / f"{stem}-{store.store_id()[:8]}"
 
 
 def inference_data(fit: BeliefFit):
@@ -273,7 +285,7 @@ def train(store, *, at=None, fit_options: dict[str, Any] | None = None, folds: i
     document["diagnostics"]["trained_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     document = _finite(document)
 
-    folder = Path(posterior_dir) if posterior_dir is not None else posterior_dir_for(store.path)
+    folder = posterior_folder(store, posterior_dir)
     if not publish:
         draft = None
         if folder is not None:
@@ -371,4 +383,4 @@ def _finite(value):
 
 
 __all__ = ["train", "TrainResult", "publish_with_posterior", "remove_leftovers", "settlement_predictions", "predict_settlements", "what_moved",
-           "inference_data", "posterior_dir_for"]
+           "inference_data", "posterior_dir_for", "posterior_folder"]
