@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 def world_config(base, seed: int, rates: dict[str, float], scale: float | None = None, people: int | None = None):
-    from doxa.inference.evaluation.world import WorldConfig
+    from doxa.inference.evaluation.world_config import WorldConfig
 
     config = base.model_dump(mode="json")
     config["seed"] = seed
@@ -83,7 +83,7 @@ def run_seed(config, min_changes: int) -> tuple[list[dict], list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from doxa.inference.evaluation.world import WorldConfig
+    from doxa.inference.evaluation.world_config import WorldConfig
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="7,8,9", help="comma-separated world seeds")

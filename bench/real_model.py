@@ -562,7 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
-    from doxa.inference.evaluation.world import WorldConfig, generate_world
+    from doxa.inference.evaluation.world import generate_world
+    from doxa.inference.evaluation.world_config import WorldConfig
     from doxa.inference.agent.readers import OpenAIChatReader
 
     out = Path(args.out)
@@ -578,8 +579,7 @@ def main(argv: list[str] | None = None) -> int:
 
     organizer_report = None
     if args.organizer_messages:
-        from doxa.data import prompts
-        from doxa.inference.agent.organize import OpenAIChatOrganizer
+        from doxa.inference.agent.organizer_client import OpenAIChatOrganizer
 
         organizer = OpenAIChatOrganizer(url=args.url, model=args.model, timeout_s=args.timeout, retries=1,
                                         structured=args.structured)

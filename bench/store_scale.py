@@ -238,9 +238,11 @@ def small_batch(db: str, n_questions: int, n_sources: int, size: int, seed: int)
 
 def bench_beliefs(db: str, repeats: int) -> dict[str, tuple[float, float]]:
     """Median (wall, CPU) seconds of each step; CPU time (all threads) is what a busy machine distorts least."""
-    from doxa.data.store import Store, to_days
+    from doxa.data.store import Store
+    from doxa.data.times import to_days
     from doxa.inference.read import scorer
     from doxa.inference.read.memory import Memory
+    from doxa.inference.read.results import BeliefList
 
     out: dict[str, list[tuple[float, float]]] = {}
 
@@ -264,7 +266,7 @@ def bench_beliefs(db: str, repeats: int) -> dict[str, tuple[float, float]]:
             params = timed("  params", mem.params)
             inputs = timed("  model inputs (likelihoods)", scorer.model_inputs, evidence, params)
             beliefs = timed("  forward filter", scorer.score, evidence, params, to_days(AT), inputs=inputs)
-            found = timed("  result (BeliefList)", mem._beliefs_from, AT, beliefs, mem.act_at)
+            found = timed("  result (BeliefList)", BeliefList, AT, beliefs, mem.act_at)
             mem.log_reads = True
             timed("  log reads", mem._log, AT, found)
             mem.log_reads = False

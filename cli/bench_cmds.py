@@ -42,9 +42,11 @@ def bench(
     """The generated-world benchmark: every system on the same stream, against the known truth."""
     from pathlib import Path
 
-    from doxa.inference.evaluation.world import WorldConfig, WorldConfigError, generate_world
+    from doxa.inference.evaluation.world import generate_world
+    from doxa.inference.evaluation.world_config import WorldConfig, WorldConfigError
     from doxa.inference.evaluation import baselines
     from doxa.inference.evaluation import bench as harness
+    from doxa.inference.evaluation.bench_report import write_report
 
     try:
         if world is None:
@@ -96,7 +98,7 @@ def bench(
 
         result = harness.run(generated, settings, db=db or ":memory:", progress=tick)
         tick("writing the report", 0)
-        harness.write_report(result, out)
+        write_report(result, out)
 
     if as_json:
         emit_json(result.summary())
@@ -110,9 +112,9 @@ def bench(
 def render_table(result, console) -> None:
     from rich.table import Table
 
-    from doxa.inference.evaluation import bench as harness
+    from doxa.inference.evaluation.bench_report import table_rows
 
-    header, rows = harness.table_rows(result)
+    header, rows = table_rows(result)
     w = result.world
     table = Table(title=f"doxa bench — world {markup_safe(w['name'])}: {w['questions']} questions, "
                         f"{w['readings']} readings, "

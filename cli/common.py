@@ -61,6 +61,11 @@ def markup_safe(value: Any) -> str:
     return escape(printable(value))
 
 
+def answers_text(answers: dict[str, float]) -> str:
+    """A belief's answers on one line, most probable first: ``vegetarian 0.81  vegan 0.12  …``."""
+    return "  ".join(f"{o} {p:.2f}" for o, p in sorted(answers.items(), key=lambda kv: -kv[1]))
+
+
 # ---------------------------------------------------------------------------- the top-level handler
 def prepare_streams() -> None:
     """Set once by the console entry point: standard input is read as UTF-8 (what every input of doxa
@@ -222,7 +227,7 @@ def warn_if_after_evidence(mem, moment: Optional[datetime]) -> None:
     """
     if moment is None:
         return
-    from doxa.inference.read.memory import utc_now
+    from doxa.data.times import utc_now
 
     newest = mem.store.newest_evidence_time()
     if newest is None:
@@ -271,12 +276,10 @@ def memory_at(db: Optional[str], at: Optional[str]):
 def show_belief(question: str, at: Optional[str], act_at: float, db: Optional[str], as_json: bool) -> None:
     """`doxa belief`: shared by the typer command and the start-up fast path."""
     mem, moment = memory_at(db, at)
-    if as_json:
-        from doxa.inference.agent import tools
-
-        emit_json(guarded(lambda: tools.belief(mem, question, moment, act_at)))
-        return
     b = guarded(lambda: mem.belief(question, moment, act_at=act_at))
+    if as_json:  # what tools.belief (the MCP tool) returns, without loading the agent layer for one read
+        emit_json(b.to_dict())
+        return
     print(f"{printable(b.question)}: {printable(b.text)}")
     for option, p in sorted(b.answers.items(), key=lambda kv: -kv[1]):
         bar = "█" * int(round(p * 30))

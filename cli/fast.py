@@ -12,6 +12,8 @@ which gives the full help and error messages.
 
 from __future__ import annotations
 
+from doxa.inference.read.params import DEFAULT_ACT_AT
+
 _VALUED = ("--at", "--act-at", "--db")
 
 
@@ -46,7 +48,7 @@ def parse_belief_args(args: list[str]) -> dict | None:
     if question is None:
         return None
     try:
-        act_at = float(found.get("--act-at", "0.8"))
+        act_at = float(found.get("--act-at", DEFAULT_ACT_AT))
     except ValueError:
         return None
     if not 0.0 <= act_at <= 1.0:

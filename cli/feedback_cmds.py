@@ -19,6 +19,11 @@ FeedbackAt = at_option("When it happened (ISO 8601); default now. Given: a repea
 QuestionArg = typer.Argument(..., help="Question id, e.g. maya.diet.")
 
 
+def register(app: typer.Typer) -> None:
+    for command in (correct, approve, outcome, reject, instruct):
+        app.command()(command)
+
+
 def _by(default: str):
     return by_option("Who says so (recorded with the fact).", default)
 
@@ -41,55 +46,53 @@ def _run(db: Optional[str], as_json: bool, verb: str, **arguments: Any) -> None:
         print(f"  {printable(before['question'])}: {top(before)} → {top(after)}")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def correct(question: str = QuestionArg,
-                answer: str = typer.Argument(..., help="The right answer (one of the question's options)."),
-                at: Optional[str] = FeedbackAt, by: str = _by("user"),
-                db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """The user corrected the assistant: record ANSWER as settled (a settlement, how: correction)."""
-        _run(db, as_json, "correct", question=question, answer=answer, at=at, by=by)
+def correct(question: str = QuestionArg,
+            answer: str = typer.Argument(..., help="The right answer (one of the question's options)."),
+            at: Optional[str] = FeedbackAt, by: str = _by("user"),
+            db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """The user corrected the assistant: record ANSWER as settled (a settlement, how: correction)."""
+    _run(db, as_json, "correct", question=question, answer=answer, at=at, by=by)
 
-    @app.command()
-    def approve(question: str = QuestionArg,
-                answer: Optional[str] = typer.Argument(None, help="What was approved (default: the current top "
-                                                                  "answer, recorded with its probability then)."),
-                at: Optional[str] = FeedbackAt, by: str = _by("user"),
-                db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """The user approved what was proposed: a settlement (how: approval) with what doxa said then."""
-        _run(db, as_json, "approve", question=question, answer=answer, at=at, by=by)
 
-    @app.command()
-    def outcome(question: str = QuestionArg,
-                answer: str = typer.Argument(..., help="The answer the world showed."),
-                how: str = typer.Option(..., "--how", help="How the world showed it, e.g. \"the parcel arrived\"."),
-                at: Optional[str] = FeedbackAt, by: str = _by("world"),
-                db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """The world said so (a parcel arrived, an email bounced): a settlement (how: outcome)."""
-        _run(db, as_json, "outcome", question=question, answer=answer, how=how, at=at, by=by)
+def approve(question: str = QuestionArg,
+            answer: Optional[str] = typer.Argument(None, help="What was approved (default: the current top "
+                                                              "answer, recorded with its probability then)."),
+            at: Optional[str] = FeedbackAt, by: str = _by("user"),
+            db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """The user approved what was proposed: a settlement (how: approval) with what doxa said then."""
+    _run(db, as_json, "approve", question=question, answer=answer, at=at, by=by)
 
-    @app.command()
-    def reject(question: str = QuestionArg,
-               answer: str = typer.Argument(..., help="The answer that is not it."),
-               at: Optional[str] = FeedbackAt, by: str = _by("user"),
-               db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """The user says ANSWER is not it: it reads 0 from then on."""
-        _run(db, as_json, "reject", question=question, answer=answer, at=at, by=by)
 
-    @app.command()
-    def instruct(subject: str = typer.Argument(..., help="Whom it is about (subject id)."),
-                 text: str = typer.Argument(..., help="The instruction in words, e.g. \"Avoid loud restaurants\"."),
-                 rests_on: Optional[str] = typer.Option(
-                     None, "--rests-on", help="QUESTION=ANSWER: the belief it presumes; doxa says when the "
-                                              "evidence turns against it."),
-                 at: Optional[str] = FeedbackAt, by: str = _by("user"),
-                 db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """A directive from the user: kept beside beliefs, never merged with them, never evidence."""
-        from doxa.cli.common import guarded
-        from doxa.inference.agent.tools import parse_rests_on
+def outcome(question: str = QuestionArg,
+            answer: str = typer.Argument(..., help="The answer the world showed."),
+            how: str = typer.Option(..., "--how", help="How the world showed it, e.g. \"the parcel arrived\"."),
+            at: Optional[str] = FeedbackAt, by: str = _by("world"),
+            db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """The world said so (a parcel arrived, an email bounced): a settlement (how: outcome)."""
+    _run(db, as_json, "outcome", question=question, answer=answer, how=how, at=at, by=by)
 
-        _run(db, as_json, "instruct", subject=subject, text=text, at=at, by=by,
-             rests_on=guarded(lambda: parse_rests_on(rests_on)))
+
+def reject(question: str = QuestionArg,
+           answer: str = typer.Argument(..., help="The answer that is not it."),
+           at: Optional[str] = FeedbackAt, by: str = _by("user"),
+           db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """The user says ANSWER is not it: it reads 0 from then on."""
+    _run(db, as_json, "reject", question=question, answer=answer, at=at, by=by)
+
+
+def instruct(subject: str = typer.Argument(..., help="Whom it is about (subject id)."),
+             text: str = typer.Argument(..., help="The instruction in words, e.g. \"Avoid loud restaurants\"."),
+             rests_on: Optional[str] = typer.Option(
+                 None, "--rests-on", help="QUESTION=ANSWER: the belief it presumes; doxa says when the "
+                                          "evidence turns against it."),
+             at: Optional[str] = FeedbackAt, by: str = _by("user"),
+             db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """A directive from the user: kept beside beliefs, never merged with them, never evidence."""
+    from doxa.cli.common import guarded
+    from doxa.inference.agent.tools import parse_rests_on
+
+    _run(db, as_json, "instruct", subject=subject, text=text, at=at, by=by,
+         rests_on=guarded(lambda: parse_rests_on(rests_on)))
 
 
 def show_uncertain(found: list[dict], as_json: bool) -> None:

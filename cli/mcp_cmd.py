@@ -43,13 +43,13 @@ def mcp(
     from doxa.cli.common import fail, open_memory
 
     try:
-        from doxa.inference.agent import mcp_server
+        from doxa.inference.agent import mcp_http, mcp_server
     except ModuleNotFoundError as err:
         if err.name and err.name.split(".")[0] in ("mcp", "mcp_types"):
             fail("the MCP SDK is not installed: python -m pip install 'mcp>=2,<3'")
         raise
     if new_token:
-        fresh = mcp_server.new_token()
+        fresh = mcp_http.new_token()
         print(json.dumps({"token": fresh}) if json_out else fresh)
         return
     allow_hosts = tuple(allow_host or ())
@@ -58,14 +58,14 @@ def mcp(
     given_as = "--token" if token is not None else f"${TOKEN_ENV}"
     token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
     if http:
-        if token is not None and (problem := mcp_server.token_problem(token)):
+        if token is not None and (problem := mcp_http.token_problem(token)):
             fail(f"the bearer token ({given_as}) is refused: {problem}", 2)
-        if not mcp_server.is_loopback(host) and token is None:
+        if not mcp_http.is_loopback(host) and token is None:
             fail(f"--host {host} is not loopback: memory is personal data, so serving it there needs a bearer "
                  f"token (--token or ${TOKEN_ENV}; `doxa mcp --new-token` makes one); or keep the default "
                  f"--host 127.0.0.1", 2)
         for name in allow_hosts:
-            if problem := mcp_server.allow_host_problem(name):
+            if problem := mcp_http.allow_host_problem(name):
                 fail(problem, 2)
     from doxa.cli.common import guarded
     from doxa.data.store import Store, default_db_path
@@ -78,4 +78,4 @@ def mcp(
     if not http:
         server.run("stdio")
         return
-    mcp_server.serve_http(server, host, port, token, allow_hosts)
+    mcp_http.serve_http(server, host, port, token, allow_hosts)

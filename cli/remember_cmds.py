@@ -1,7 +1,7 @@
-"""`doxa remember`, `doxa organize` and `doxa organizer-instructions`: raw messages in, beliefs out.
+"""`doxa remember` and `doxa organize`: raw messages in, beliefs out.
 
 Registered by cli/main.py through :func:`register`; every import beyond typer happens inside
-a command.
+a command. The organizer's own verbs (its instructions, merge, split, …) are in cli/organizer_cmds.py.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import markup_safe as _e
-from doxa.cli.options import DbOption, JsonOption, at_option, by_option, flag, limit_option
-from doxa.cli.terminal import printable
+from doxa.cli.common import answers_text, markup_safe as _e
+from doxa.cli.options import DbOption, JsonOption, at_option, flag, limit_option
 
 
-
-def _answers(answers: dict[str, float]) -> str:
-    return "  ".join(f"{o} {p:.2f}" for o, p in sorted(answers.items(), key=lambda kv: -kv[1]))
+def register(app: typer.Typer) -> None:
+    app.command()(remember)
+    app.command()(organize)
 
 
 def _read_messages(path: str, default_source: str | None) -> list[dict]:
@@ -59,187 +58,86 @@ def _read_messages(path: str, default_source: str | None) -> list[dict]:
     return items
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def remember(
-        text: Optional[str] = typer.Argument(None, help="The message exactly as it arrived."),
-        source: Optional[str] = typer.Option(
-            None, "--source",
-            help="Who it came from: a stored source id, or a new source's path (layers, then id: person/self/chat/maya-chat)."),
-        at: Optional[str] = at_option("When it was sent (ISO 8601); default now."),
-        file: Optional[str] = typer.Option(
-            None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
-        keep: bool = flag(False, "--keep",
-                                  help="When a model fails, keep the message as pending for `doxa organize`."),
-        db: Optional[str] = DbOption,
-        as_json: bool = JsonOption,
-    ):
-        """Keep a raw message; the organizer links it to questions, the reader reads it; print what changed.
+def remember(
+    text: Optional[str] = typer.Argument(None, help="The message exactly as it arrived."),
+    source: Optional[str] = typer.Option(
+        None, "--source",
+        help="Who it came from: a stored source id, or a new source's path (layers, then id: person/self/chat/maya-chat)."),
+    at: Optional[str] = at_option("When it was sent (ISO 8601); default now."),
+    file: Optional[str] = typer.Option(
+        None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
+    keep: bool = flag(False, "--keep",
+                      help="When a model fails, keep the message as pending for `doxa organize`."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Keep a raw message; the organizer links it to questions, the reader reads it; print what changed.
 
-        The model servers come from DOXA_ORGANIZER_URL / DOXA_READER_URL (docs/organizer.md). Without one the
-        message is kept as pending and `doxa organize` finishes it later.
-        """
-        from doxa.cli.common import emit_json, fail, guarded, open_memory
-        from doxa.inference.agent import tools
-        from doxa.inference.agent.remember import remember_many
+    The model servers come from DOXA_ORGANIZER_URL / DOXA_READER_URL (docs/organizer.md). Without one the
+    message is kept as pending and `doxa organize` finishes it later.
+    """
+    from doxa.cli.common import emit_json, fail, guarded, open_memory
+    from doxa.inference.agent import tools
+    from doxa.inference.agent.remember import remember, remember_many
 
-        if (text is None) == (file is None):
-            fail("give the message TEXT with --source, or --file FILE of messages (not both)", 2)
-        mem = open_memory(db, must_exist=False)
-        if file is None:
-            if not source:
-                fail("--source is required: a stored source id, or a new source's path such as person/self/chat/maya-chat", 2)
-            if as_json:
-                emit_json(guarded(lambda: tools.remember(mem, text, source, at, keep)))
-            else:
-                _render([guarded(lambda: mem.remember(text, source=source, sent_at=at, keep_on_failure=keep))])
-            return
-        items = _read_messages(file, source)
-        if as_json or not _terminal():
-            results = guarded(lambda: remember_many(mem, items, keep_on_failure=keep))
-        else:
-            from rich.progress import Progress
-
-            with Progress(transient=True) as bar:
-                task = bar.add_task("remembering", total=len(items))
-                results = guarded(lambda: remember_many(mem, items, keep_on_failure=keep,
-                                                        progress=lambda done, total: bar.update(task, completed=done)))
+    if (text is None) == (file is None):
+        fail("give the message TEXT with --source, or --file FILE of messages (not both)", 2)
+    mem = open_memory(db, must_exist=False)
+    if file is None:
+        if not source:
+            fail("--source is required: a stored source id, or a new source's path such as person/self/chat/maya-chat", 2)
         if as_json:
-            emit_json({"messages": len(results), "calls": _calls(results), "results": [r.to_dict() for r in results]})
+            emit_json(guarded(lambda: tools.remember(mem, text, source, at, keep)))
         else:
-            _render(results)
+            _render([guarded(lambda: remember(mem, text, source=source, sent_at=at, keep_on_failure=keep))])
+        return
+    items = _read_messages(file, source)
+    if as_json or not _terminal():
+        results = guarded(lambda: remember_many(mem, items, keep_on_failure=keep))
+    else:
+        from rich.progress import Progress
 
-    @app.command()
-    def organize(
-        limit: int = limit_option(0, min=0, help="Process at most this many pending messages (0: all)."),
-        db: Optional[str] = DbOption,
-        as_json: bool = JsonOption,
-    ):
-        """Finish the messages `remember` kept pending: organize them, read them, print what changed."""
-        from doxa.cli.common import emit_json, guarded, open_memory
-        from doxa.data.prompts import count_pending
-        from doxa.inference.agent.remember import organize_pending
-
-        mem = open_memory(db)
-        total = count_pending(mem.store)
-        if as_json or not _terminal() or not total:
-            results = guarded(lambda: organize_pending(mem, limit=limit or None))
-        else:
-            from rich.progress import Progress
-
-            with Progress(transient=True) as bar:
-                task = bar.add_task("organizing", total=min(total, limit) if limit else total)
-                results = guarded(lambda: organize_pending(mem, limit=limit or None,
-                                                           progress=lambda d, t: bar.update(task, completed=d)))
-        left = count_pending(mem.store)
-        if as_json:
-            emit_json({"pending_before": total, "pending_after": left, "calls": _calls(results),
-                       "results": [r.to_dict() for r in results]})
-            return
-        if not total:
-            typer.echo("Nothing pending: every remembered message is organized and read.")
-            return
+        with Progress(transient=True) as bar:
+            task = bar.add_task("remembering", total=len(items))
+            results = guarded(lambda: remember_many(mem, items, keep_on_failure=keep,
+                                                    progress=lambda done, total: bar.update(task, completed=done)))
+    if as_json:
+        emit_json({"messages": len(results), "calls": _calls(results), "results": [r.to_dict() for r in results]})
+    else:
         _render(results)
-        typer.echo(f"{total - left} of {total} pending message(s) finished; {left} still pending.")
 
-    instructions = typer.Typer(help="The organizer's instructions: a versioned text in the store (show, set, "
-                                    "history, diff, rollback).", no_args_is_help=True)
-    app.add_typer(instructions, name="organizer-instructions")
 
-    @instructions.command("show")
-    def show(version: Optional[int] = typer.Option(None, "--version", help="An older version (default: current)."),
-             db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """Print the instructions the organizer follows now (or an older version)."""
-        from doxa.cli.common import emit_json, guarded, open_memory
-        from doxa.data import prompts
+def organize(
+    limit: int = limit_option(0, min=0, help="Process at most this many pending messages (0: all)."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Finish the messages `remember` kept pending: organize them, read them, print what changed."""
+    from doxa.cli.common import emit_json, guarded, open_memory
+    from doxa.data.remembered import count_pending
+    from doxa.inference.agent.remember import organize_pending
 
-        mem = open_memory(db, must_exist=False)
-        found = guarded(lambda: prompts.get(mem.store, version) if version else prompts.current(mem.store))
-        if as_json:
-            emit_json(found.to_dict())
-            return
-        typer.echo(f"# organizer instructions, version {found.version} (set {found.set_at:%Y-%m-%d %H:%M} by "
-                   f"{printable(found.set_by)}{': ' + printable(found.note) if found.note else ''})")
-        typer.echo(printable(found.text, multiline=True), nl=not found.text.endswith("\n"))
+    mem = open_memory(db)
+    total = count_pending(mem.store)
+    if as_json or not _terminal() or not total:
+        results = guarded(lambda: organize_pending(mem, limit=limit or None))
+    else:
+        from rich.progress import Progress
 
-    @instructions.command("set")
-    def set_(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions (- for stdin)."),
-             default: bool = flag(False, "--default", help="Adopt this doxa's built-in text."),
-             note: str = typer.Option("", "--note", help="Why (kept with the version)."),
-             by: str = by_option("Who sets it."),
-             db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """Make a new version of the instructions (the old ones stay: `rollback` returns to one)."""
-        from doxa.cli.common import emit_json, fail, guarded, open_memory, utf8_input
-        from doxa.data import prompts
-
-        if (file is None) == (not default):
-            fail("give a FILE with the new text, or --default for the built-in one", 2)
-        if default:
-            text = prompts.built_in_text(prompts.ORGANIZER)
-        else:
-            try:
-                with utf8_input(file):
-                    text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
-            except FileNotFoundError:
-                fail(f"no such file: {file}")
-        mem = open_memory(db, must_exist=False)
-        found, added = guarded(lambda: prompts.set_text(mem.store, text, by=by, note=note))
-        if as_json:
-            emit_json({"added": added, "current": found.to_dict()})
-        elif added:
-            typer.echo(f"Organizer instructions: version {found.version} is current "
-                       f"(`doxa organizer-instructions diff {found.version - 1} {found.version}` shows the change).")
-        else:
-            typer.echo(f"Unchanged: version {found.version} already has this text.")
-
-    @instructions.command("history")
-    def history(db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """Every version: when, by whom, why, and how many questions it created."""
-        from doxa.cli.common import emit_json, open_memory
-        from doxa.data import prompts
-
-        mem = open_memory(db, must_exist=False)
-        versions = prompts.history(mem.store)
-        made = prompts.questions_by_version(mem.store)
-        if as_json:
-            emit_json([dict(v.to_dict(), questions_created=made.get(v.version, 0)) for v in versions])
-            return
-        for v in versions:
-            typer.echo(f"v{v.version}  {v.set_at:%Y-%m-%d %H:%M}  {printable(v.set_by)}  "
-                       f"{made.get(v.version, 0)} question(s)" + (f"  — {printable(v.note)}" if v.note else ""))
-
-    @instructions.command("diff")
-    def diff(old: int = typer.Argument(..., help="Version to compare from."),
-             new: int = typer.Argument(..., help="Version to compare to."),
-             db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """The change between two versions, as a unified diff."""
-        from doxa.cli.common import emit_json, guarded, open_memory
-        from doxa.data import prompts
-
-        mem = open_memory(db, must_exist=False)
-        text = guarded(lambda: prompts.diff(mem.store, old, new))
-        if as_json:
-            emit_json({"from": old, "to": new, "diff": text})
-        else:
-            typer.echo(printable(text, multiline=True) or f"Versions {old} and {new} have the same text.",
-                       nl=not text.endswith("\n"))
-
-    @instructions.command("rollback")
-    def rollback(version: int = typer.Argument(..., help="The version whose text becomes current again."),
-                 by: str = by_option("Who rolls back."),
-                 db: Optional[str] = DbOption, as_json: bool = JsonOption):
-        """Make an older version's text current again, as a new version (history is kept)."""
-        from doxa.cli.common import emit_json, guarded, open_memory
-        from doxa.data import prompts
-
-        mem = open_memory(db, must_exist=False)
-        found, added = guarded(lambda: prompts.roll_back(mem.store, version, by=by))
-        if as_json:
-            emit_json({"added": added, "current": found.to_dict()})
-        elif added:
-            typer.echo(f"Rolled back: version {found.version} has the text of version {version}.")
-        else:
-            typer.echo(f"Unchanged: the current version already has the text of version {version}.")
+        with Progress(transient=True) as bar:
+            task = bar.add_task("organizing", total=min(total, limit) if limit else total)
+            results = guarded(lambda: organize_pending(mem, limit=limit or None,
+                                                       progress=lambda d, t: bar.update(task, completed=d)))
+    left = count_pending(mem.store)
+    if as_json:
+        emit_json({"pending_before": total, "pending_after": left, "calls": _calls(results),
+                   "results": [r.to_dict() for r in results]})
+        return
+    if not total:
+        typer.echo("Nothing pending: every remembered message is organized and read.")
+        return
+    _render(results)
+    typer.echo(f"{total - left} of {total} pending message(s) finished; {left} still pending.")
 
 
 def _terminal() -> bool:
@@ -273,8 +171,8 @@ def _render(results) -> None:
         con.print(f"{head}: " + ("; ".join(parts) if parts else nothing)
                   + (f" [dim](instructions v{r.instructions_version})[/]" if r.instructions_version else ""))
         for c in r.changed:
-            before = _answers(c.before) if c.before is not None else "new"
-            con.print(f"  {_e(c.question)}: {_e(before)}  →  [bold]{_e(_answers(c.after))}[/]")
+            before = answers_text(c.before) if c.before is not None else "new"
+            con.print(f"  {_e(c.question)}: {_e(before)}  →  [bold]{_e(answers_text(c.after))}[/]")
         if r.hint:
             con.print(f"  [yellow]{_e(r.hint)}[/]")
     calls = _calls(results)

@@ -149,7 +149,8 @@ def connect(path: str, *, read_only: bool = False, timeout: float | None = None)
 
 
 def in_read_session(function):
-    """Run ``function(store, …)`` inside a read session of ``store`` (for data-layer queries)."""
+    """Run ``function(store, …)`` inside a read session of ``store`` (a no-op when one is already open): the one
+    decorator for data-layer queries and the store's own query methods."""
 
     @functools.wraps(function)
     def wrapper(store, *args, **kwargs):

@@ -11,7 +11,7 @@ from .evidence import HISTORY_SQL, Evidence, SourceTable
 from .times import FAR_FUTURE, to_days
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .session import Session
 
 
 #: The evidence rules of docs/design.md §1 in one place: which readings count. This query returns every
@@ -95,7 +95,7 @@ def _scope(active_ids: np.ndarray, column: str) -> tuple[str, list[Any]]:
     return f"{column} IN (SELECT unnest(?))", [active_ids.tolist()]
 
 
-def load(store: "Store", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool,
+def load(store: "Session", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool,
          subjects: list[str] | None = None) -> Evidence:
     scoped = question_ids is not None or subjects is not None
     # a subject has a few dozen questions at most in practice: count it as 20
@@ -113,7 +113,7 @@ def _take(values, rows: np.ndarray, dtype=None) -> np.ndarray:
     return np.take(np.asarray(values, dtype=dtype), rows, axis=0)
 
 
-def _bulk_rows(store: "Store", cutoff: datetime, prob_cols: str, message_col: str):
+def _bulk_rows(store: "Session", cutoff: datetime, prob_cols: str, message_col: str):
     """Every question's readings: integer keys, sources and readers matched by their ids' hashes."""
     cols = store.execute(READINGS_SQL.format(prob_cols=prob_cols, message_col=message_col), [cutoff]).fetchnumpy()
     # sources and readers are few: their ids' hashes are matched in numpy, cheaper than two
@@ -128,7 +128,7 @@ def _bulk_rows(store: "Store", cutoff: datetime, prob_cols: str, message_col: st
     return cols, qi, si, ri, sources, readers["reader"]
 
 
-def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str, message_col: str):
+def _few_rows(store: "Session", cutoff: datetime, ids: np.ndarray, prob_cols: str, message_col: str):
     """The readings of the questions ``ids`` (sorted), with their sources' facts, in one query."""
     scope, sparams = _scope(ids, "r.question")
     # with the messages, their texts too (the context ranks by them): cheaper here than in a query of its own
@@ -146,7 +146,7 @@ def _few_rows(store: "Store", cutoff: datetime, ids: np.ndarray, prob_cols: str,
     return cols, qi, si.reshape(-1).astype(np.int64), ri.reshape(-1).astype(np.int64), sources, reader_names
 
 
-def _source_readings(store: "Store", cutoff: datetime, source_ids: np.ndarray) -> np.ndarray:
+def _source_readings(store: "Session", cutoff: datetime, source_ids: np.ndarray) -> np.ndarray:
     """Each of ``source_ids``'s history up to the cut (:data:`~doxa.data.evidence.HISTORY_SQL`).
 
     The same query whichever questions were loaded, so a source's history (what
@@ -163,7 +163,7 @@ def _source_readings(store: "Store", cutoff: datetime, source_ids: np.ndarray) -
     return np.where(hit, n[at] if len(found) else 0, 0).astype(np.int64)
 
 
-def _outcomes(store: "Store", cutoff: datetime, question_ids: list[str] | None, questions) -> dict[str, np.ndarray]:
+def _outcomes(store: "Session", cutoff: datetime, question_ids: list[str] | None, questions) -> dict[str, np.ndarray]:
     """Settlements (``what`` 0) and rejections (1) up to the cut, each answer as its option's index."""
     if question_ids is None:
         return store.execute(
@@ -192,7 +192,7 @@ def _outcomes(store: "Store", cutoff: datetime, question_ids: list[str] | None, 
             "how": np.asarray(columns[4], dtype=object)}
 
 
-def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool,
+def _load(store: "Session", at: datetime | None, question_ids: list[str] | None, *, with_messages: bool,
           subjects: list[str] | None = None) -> Evidence:
     if subjects is not None and question_ids is None:
         question_ids = []
@@ -260,7 +260,7 @@ def _load(store: "Store", at: datetime | None, question_ids: list[str] | None, *
     )
 
 
-def explain_rows(store: "Store", question_id: str, at: datetime | None) -> list[dict[str, Any]]:
+def explain_rows(store: "Session", question_id: str, at: datetime | None) -> list[dict[str, Any]]:
     """Every reading of one question, counted or not, with the reason it is ignored."""
     cutoff = at or FAR_FUTURE
     rows = store.execute(

@@ -1,7 +1,8 @@
 """The fast ingest path: whole columns checked at once in DuckDB, references resolved by joins.
 
 :mod:`doxa.data.ingest` and :mod:`doxa.data.writer` stay the contract: the pydantic
-models define what a valid record is and every error message comes from them. This
+models define what a valid record is and every error message comes from them (a rule both
+paths run, :mod:`doxa.data.ingest_rules`, gives its SQL predicate here and its message there). This
 module only *proves* a file valid, column by column, and writes it when it can; a
 file it cannot prove valid is handed back untouched (:class:`NotProved`) and the
 per-line path ingests it, or explains exactly as before what is wrong. The checks
@@ -23,6 +24,11 @@ Two phases, so that the store is held only while it must be (docs/concurrency.md
    differently (an edit: not proved, so the per-line path refuses it with today's message).
    New rows are inserted with ``INSERT … SELECT`` in ONE transaction: a file lands whole or
    not at all.
+
+Why one module of ~950 lines: every check here is the column-wise twin of one rule of
+:mod:`doxa.data.models` or :mod:`doxa.data.writer`, and the staging tables' names and columns
+are shared by both phases; split, each half would have to restate the staging layout. Which
+path an input takes is decided above, in :mod:`doxa.data.ingest_files`.
 """
 
 from __future__ import annotations
@@ -42,11 +48,13 @@ from typing import Callable, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 
-from . import models
+from . import ingest_rules, models
+from .bookkeeping import mark_evidence_changed, settle_copies, terms_sql
 from .connection import CONNECT_CONFIG
-from .ingest import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
+from .session import transaction
 from .sql import sql_literal
-from .writer import look_alike_warnings, mark_evidence_changed, settle_copies, terms_sql
+from .text import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
+from .writer import look_alike_warnings
 
 #: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
 BLOCK_LINES = 100_000
@@ -119,7 +127,7 @@ TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
 BLANK_LINE = r"^[ \t\n\r\x0b\x0c]*$"
 #: A comma before a closing bracket: DuckDB's parser accepts it, the per-line one does not.
 TRAILING_COMMA = r",[ \t\r\n]*[}\]]"
-#: Texts whose fingerprint SQL computes exactly as :func:`doxa.data.ingest.normalise_text` does: in
+#: Texts whose fingerprint SQL computes exactly as :func:`doxa.data.text.normalise_text` does: in
 #: printable ASCII plus tab, newline and carriage return, Python's ``\s``, ``lower`` and ``strip``
 #: agree with the classes spelled out below. Other texts are fingerprinted in Python.
 PLAIN_TEXT = r"^[\x{20}-\x{7e}\t\n\r]*$"
@@ -154,10 +162,12 @@ class Field:
         return self.column or self.key
 
 
-def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[str, str]:
+def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
+               rule: ingest_rules.Rule | None = None) -> tuple[str, str]:
     """(value SQL, proof SQL) of field ``f``: ``v`` its JSON value (NULL when absent), ``t`` its JSON
     type, ``s`` its string; ``c``, where the proof may use it, the value already computed (a column:
-    a time's value costs a third of its proof, and DuckDB would compute it again)."""
+    a time's value costs a third of its proof, and DuckDB would compute it again); ``rule``, the
+    rule of :mod:`doxa.data.ingest_rules` that holds the field, whose SQL predicate the proof runs."""
     absent = f"{v} IS NULL"
     null = f"({absent} OR {t} = 'NULL')"
     kind = f.kind
@@ -198,13 +208,12 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[
     if kind == "mass":  # a reading's unclear, unrelated, one_off: a JSON number, 0 when absent
         value = f"coalesce(CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END, 0.0)"
         return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {c or value} BETWEEN 0.0 AND 1.0))"
-    if kind == "unit_opt":  # trust, p_before: a number in [0, 1] or null
-        value = f"CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END"
-        return value, f"({null} OR ({t} IN {_NUMBER_TYPES} AND {c or value} BETWEEN 0.0 AND 1.0))"
-    if kind in ("int_opt", "int_opt_positive"):  # the models' Int32: a JSON integer in a schema INTEGER
-        low = 1 if kind == "int_opt_positive" else models.INT32_MIN
-        value = f"CASE WHEN {t} IN {_INT_TYPES} THEN TRY_CAST({v} AS INTEGER) END"
-        return value, f"({null} OR ({t} IN {_INT_TYPES} AND {c or value} BETWEEN {low} AND {models.INT32_MAX}))"
+    if kind in ("number_opt", "int_opt"):  # trust, p_before; params_version, instructions_version: a JSON
+        # number (an integer, in a schema INTEGER) or null, within the field's rule
+        types, cast = (_NUMBER_TYPES, "DOUBLE") if kind == "number_opt" else (_INT_TYPES, "INTEGER")
+        value = f"CASE WHEN {t} IN {types} THEN TRY_CAST({v} AS {cast}) END"
+        ruled = f" AND {rule.sql(c or value)}" if rule is not None else ""
+        return value, f"({null} OR ({t} IN {types} AND {c or value} IS NOT NULL{ruled}))"
     if kind == "literal":
         allowed = ", ".join(sql_literal(x) for x in f.values)
         if f.default is not None:
@@ -242,11 +251,11 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None) -> tuple[
 SPECS: dict[str, tuple[Field, ...]] = {
     "subject": (Field("id", "id"), Field("name", "name"), Field("aliases", "names_default")),
     "relation": (Field("from", "ref", "from_id"), Field("to", "ref", "to_id"), Field("kind", "name")),
-    "source": (Field("id", "id"), Field("layers", "names"), Field("trust", "unit_opt")),
+    "source": (Field("id", "id"), Field("layers", "names"), Field("trust", "number_opt")),
     "question": (Field("id", "id"), Field("subject", "ref_opt"), Field("kind", "name"),
                  Field("text", "text_nonempty"), Field("shape", "literal", default="choice", values=models.SHAPES),
                  Field("options", "names_opt"), Field("created_by", "name_opt"),
-                 Field("instructions_version", "int_opt_positive")),
+                 Field("instructions_version", "int_opt")),
     "message": (Field("id", "id"), Field("source", "ref"), Field("sent_at", "time"),
                 Field("received_at", "time_opt"), Field("text", "text")),
     "reading": (Field("message", "ref"), Field("question", "ref"), Field("reader", "name"),
@@ -255,7 +264,7 @@ SPECS: dict[str, tuple[Field, ...]] = {
     "settlement": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "settled_at"),
                    Field("how", "literal", values=models.SETTLEMENT_HOWS),
                    Field("by", "name_default", "settled_by", default="user"), Field("note", "text_opt"),
-                   Field("p_before", "unit_opt"), Field("params_version", "int_opt")),
+                   Field("p_before", "number_opt"), Field("params_version", "int_opt")),
     "rejection": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "rejected_at"),
                   Field("by", "name_default", "rejected_by", default="user")),
     "instruction": (Field("id", "id"), Field("subject", "ref_opt"), Field("text", "text_nonempty"),
@@ -269,6 +278,10 @@ def _check_specs() -> None:
         model = models.RECORD_TYPES[type_name]
         declared = {f.alias or n for n, f in model.model_fields.items()} - {"type"}
         assert declared == {f.key for f in fields}, (type_name, declared ^ {f.key for f in fields})
+    # every rule is proved here by its own SQL predicate: on a field whose kind runs it
+    for rule in ingest_rules.RULES.values():
+        for type_name, key in rule.fields:
+            assert any(f.key == key and f.kind in ("number_opt", "int_opt") for f in SPECS[type_name]), (rule.name, key)
 
 
 _check_specs()
@@ -297,7 +310,7 @@ def _type_select(type_name: str) -> str:
     found = " + ".join(f"(v{i} IS NOT NULL)::INTEGER" for i in range(1, len(fields) + 1))
     columns, names, proofs = [], [], [f"len(k) = 1 + {found}"]
     for i, f in enumerate(fields, start=1):
-        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}", f.name)
+        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}", f.name, ingest_rules.rule_for(type_name, f.key))
         columns.append(f"{value} AS {f.name}")
         names.append(f.name)
         if f.kind == "rests_on":
@@ -501,17 +514,17 @@ class Stage:
                 raise NotProved(f"line {bad}: question options")
             con.execute("UPDATE _typed SET options = ['yes', 'no'] WHERE options IS NULL")
             return
-        # the first layer decides is_assistant (models.is_assistant_layer: casefold); SQL's lower() agrees
-        # with it on ASCII, so a first layer of other characters goes the per-line way
-        bad = con.execute("""SELECT min(line) FROM _typed WHERE len(layers) = 0 OR contains(id, '/')
-                             OR list_bool_or(list_transform(layers, lambda x: contains(x, '/')))
-                             OR NOT regexp_matches(layers[1], '^[\\x01-\\x7f]*$')""").fetchone()[0]
+        # the first layer decides is_assistant, which SQL computes only where it agrees with Python
+        # (ingest_rules.IS_ASSISTANT_SQL_AGREES); a first layer of other characters goes the per-line way
+        bad = con.execute(f"""SELECT min(line) FROM _typed WHERE len(layers) = 0 OR contains(id, '/')
+                              OR list_bool_or(list_transform(layers, lambda x: contains(x, '/')))
+                              OR NOT {ingest_rules.IS_ASSISTANT_SQL_AGREES}""").fetchone()[0]
         if bad is not None:
             raise NotProved(f"line {bad}: source id or layers")
 
     @staticmethod
     def _fingerprints(con) -> None:
-        """The fingerprints (:func:`doxa.data.ingest.fingerprint`) of one block's messages (``_typed``): in
+        """The fingerprints (:func:`doxa.data.text.fingerprint`) of one block's messages (``_typed``): in
         SQL for plain texts, in Python for the others. A message given twice gets two equal rows, which
         the write's ``DISTINCT ON (id)`` makes one."""
         normal = "text"
@@ -798,25 +811,28 @@ def _insert(con, table: str, columns: str, select: str, *, new_only: bool = Fals
 
 def _write(con, unique: set[str]) -> tuple[dict[str, int], set[str]]:
     once = _once(unique)
+    # the columns each insert gives, then the derived ones (ingest_rules.DERIVED), selected by their expressions
+    source_cols = ["id", "layers", "trust"]
+    question_cols = ["id", "subject", "kind", "text", "shape", "options", "created_by", "instructions_version"]
+    message_cols = ["id", "source", "sent_at", "received_at", "text", "fingerprint"]
+    columns = lambda table, cols: ", ".join(ingest_rules.derived_columns(table, cols))  # noqa: E731
+    select = lambda table, cols: ", ".join(ingest_rules.derived(table, cols))  # noqa: E731
     counts = {
         "subjects": _insert(con, "subjects", "id, name, aliases",
                             "SELECT id, name, aliases FROM st_subject WHERE id NOT IN (SELECT id FROM subjects)"),
         "relations": _insert(con, "relations", "from_id, to_id, kind",
                              "SELECT DISTINCT from_id, to_id, kind FROM st_relation"),
-        "sources": _insert(con, "sources", "id, layers, path, trust, is_assistant",
-                           """SELECT DISTINCT ON (id) id, layers, array_to_string(list_append(layers, id), '/'),
-                                     trust, lower(layers[1]) = 'assistant' FROM st_source
-                              WHERE id NOT IN (SELECT id FROM sources)"""),
-        "questions": _insert(con, "questions", "id, subject, kind, text, shape, options, created_by, "
-                                               "instructions_version",
-                             """SELECT DISTINCT ON (id) id, subject, kind, text, shape, options,
-                                       coalesce(created_by, 'organizer'), instructions_version FROM st_question
-                                WHERE id NOT IN (SELECT id FROM questions)"""),
+        "sources": _insert(con, "sources", f"{columns('sources', source_cols)}, is_assistant",
+                           f"""SELECT DISTINCT ON (id) {select('sources', source_cols)},
+                                      {ingest_rules.IS_ASSISTANT_SQL} FROM st_source
+                               WHERE id NOT IN (SELECT id FROM sources)"""),
+        "questions": _insert(con, "questions", columns("questions", question_cols),
+                             f"""SELECT DISTINCT ON (id) {select('questions', question_cols)} FROM st_question
+                                 WHERE id NOT IN (SELECT id FROM questions)"""),
     }
-    new_messages = f"""SELECT {once("message", "m.id")} m.id, m.source, m.sent_at, coalesce(m.received_at, m.sent_at),
-                             m.text, p.fingerprint
+    new_messages = f"""SELECT {once("message", "id")} {select('messages', message_cols)}
                       FROM st_message m JOIN st_message_fp p USING (id)
-                      WHERE m.id NOT IN (SELECT id FROM messages)"""
+                      WHERE id NOT IN (SELECT id FROM messages)"""
     # terms first: "new" is "not stored yet", which the insert below changes; a message given twice
     # (identically: checked in staging) gets the terms of its first line
     if "message" in unique:
@@ -827,8 +843,7 @@ def _write(con, unique: set[str]) -> tuple[dict[str, int], set[str]]:
                        SELECT m.id, t.term, t.tf FROM st_message_terms t
                        JOIN (SELECT id, min(line) AS line FROM st_message WHERE id NOT IN (SELECT id FROM messages)
                              GROUP BY id) m USING (line)""")
-    counts["messages"] = _insert(con, "messages", "id, source, sent_at, received_at, text, fingerprint", new_messages,
-                                 new_only=True)
+    counts["messages"] = _insert(con, "messages", columns("messages", message_cols), new_messages, new_only=True)
     con.execute("""CREATE OR REPLACE TEMP TABLE _fi_new_readings AS
                    SELECT f.* FROM _fi_readings f ANTI JOIN readings r USING (message, question, reader)""")
     # written complete (the message's facts copied on, as complete_readings would): an UPDATE of a
@@ -867,20 +882,16 @@ def write_stage(con, stage_paths: list[str], changes: dict | None = None,
     per-line path then gives the exact problems."""
     try:
         attach_stage(con, stage_paths)
-        con.execute("BEGIN")
         try:
-            _check_against_store(con, unique)
-            if warnings is not None:
-                warnings += look_alike_warnings(con, "subjects", "SELECT id FROM st_subject "
-                                                                 "WHERE id NOT IN (SELECT id FROM subjects)")
-                warnings += look_alike_warnings(con, "questions", "SELECT id FROM st_question "
-                                                                  "WHERE id NOT IN (SELECT id FROM questions)")
-            counts, touched = _write(con, unique)
-            mark_evidence_changed(con, touched | settle_copies(con))
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+            with transaction(con):
+                _check_against_store(con, unique)
+                if warnings is not None:
+                    warnings += look_alike_warnings(con, "subjects", "SELECT id FROM st_subject "
+                                                                     "WHERE id NOT IN (SELECT id FROM subjects)")
+                    warnings += look_alike_warnings(con, "questions", "SELECT id FROM st_question "
+                                                                      "WHERE id NOT IN (SELECT id FROM questions)")
+                counts, touched = _write(con, unique)
+                mark_evidence_changed(con, touched | settle_copies(con))
         finally:
             for name in ("_fi_subjects", "_fi_options", "_fi_readings", "_fi_new_readings"):
                 con.execute(f"DROP TABLE IF EXISTS temp.{name}")
@@ -892,7 +903,7 @@ def write_stage(con, stage_paths: list[str], changes: dict | None = None,
 
 
 # ------------------------------------------------------------------------ the input, re-readable
-class Replay:
+class LineReplay:
     """The lines of an input the fast path read, so the per-line path can read them again.
 
     Lists and files reopened by path are read again as they are; anything else (standard
@@ -963,4 +974,4 @@ def debug(message: str, what: str = "per-line path") -> None:
 
 
 __all__ = ["BLOCK_LINES", "FAST_MIN_LINES", "NotProved", "NotPlainBytes", "Stage", "stage_lines", "stage_blocks",
-           "file_blocks", "write_stage", "Replay"]
+           "file_blocks", "write_stage", "LineReplay"]

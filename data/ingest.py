@@ -11,7 +11,6 @@ nothing, while a record that would *edit* stored evidence is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import defaultdict
@@ -22,31 +21,7 @@ from pydantic import ValidationError
 
 from . import models, records
 from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem, Problems  # noqa: F401 - re-exported
-
-_FORWARD_PREFIX = re.compile(r"^\s*((fwd?|re|aw|wg)\s*:\s*)+", re.IGNORECASE)
-_QUOTE_MARKS = re.compile(r"(?m)^\s*(>\s*)+")
-_SPACE = re.compile(r"\s+")
-#: Texts shorter than this ("ok", "yes") are too generic to be copies of each other:
-#: their fingerprint includes the source.
-MIN_SHARED_FINGERPRINT_CHARS = 12
-
-
-def normalise_text(text: str) -> str:
-    """Text with forwarding prefixes, quote marks, case and spacing removed."""
-    text = _FORWARD_PREFIX.sub("", text)
-    text = _QUOTE_MARKS.sub("", text)
-    return _SPACE.sub(" ", text).strip().lower()
-
-
-def fingerprint(text: str, source: str) -> str:
-    """Content fingerprint: copies of one message (forwarded, quoted) share it."""
-    normal = normalise_text(text)
-    if len(normal) < MIN_SHARED_FINGERPRINT_CHARS:
-        normal = f"{source}\x1f{normal}"
-    return hashlib.sha1(normal.encode("utf-8")).hexdigest()[:20]
-
-
-FORMATS_POINTER = "see docs/formats.md"
+from .ingest_rules import FORMATS_POINTER
 
 
 def _field_path(loc: tuple) -> str:
@@ -105,11 +80,6 @@ def describe_validation_error(err: ValidationError, line: int, record_type: obje
         elif kind in ("int_type", "int_parsing", "int_from_float"):
             problems.append(Problem(line, f"{field_name} must be a JSON integer, got {_as_written(given)}"[:300],
                                     "write a whole number without quotes or decimal point, e.g. 3", field_name))
-        elif kind in ("less_than_equal", "greater_than_equal") and isinstance(given, (int, float)):
-            ctx = item.get("ctx") or {}
-            bound = f"at most {ctx['le']}" if "le" in ctx else f"at least {ctx['ge']}"
-            problems.append(Problem(line, f"{field_name} must be {bound}, got {given!r}",
-                                    f"write a number within its range ({FORMATS_POINTER})", field_name))
         elif kind == "string_too_long":
             problems.append(Problem(line, f"{field_name or 'value'} is {len(given)} characters long (at most "
                                           f"{models.MAX_TEXT_CHARS})",

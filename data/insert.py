@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .writer import complete_readings, insert_terms, mark_evidence_changed, settle_copies
+from .bookkeeping import complete_readings, insert_terms, mark_evidence_changed, settle_copies
+from .session import transaction
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .session import Session
 
 
 def insert_arrow_con(con, table: str, arrow: pa.Table) -> int:
@@ -27,7 +28,7 @@ def insert_arrow_con(con, table: str, arrow: pa.Table) -> int:
     return arrow.num_rows
 
 
-def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bool = True) -> dict[str, int]:
+def insert_arrow(store: "Session", tables: dict[str, pa.Table], *, index_terms: bool = True) -> dict[str, int]:
     """Bulk-load trusted tables (replay, benchmarks) in one transaction, in the order given.
 
     Rows are not validated: use ``doxa ingest`` for anything from outside doxa. With
@@ -39,8 +40,7 @@ def insert_arrow(store: "Store", tables: dict[str, pa.Table], *, index_terms: bo
 
 def _insert_arrow(con, tables: dict[str, pa.Table], index_terms: bool) -> dict[str, int]:
     counts = {}
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         for table, arrow in tables.items():
             counts[table] = insert_arrow_con(con, table, arrow)
         if index_terms and "messages" in tables and "message_terms" not in tables:
@@ -48,10 +48,6 @@ def _insert_arrow(con, tables: dict[str, pa.Table], index_terms: bool) -> dict[s
         complete_readings(con)
         settle_copies(con)
         mark_evidence_changed(con, [], structure=True)
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return counts
 
 

@@ -13,9 +13,10 @@ import unicodedata
 from datetime import datetime
 from typing import Annotated, Literal, Mapping, Union
 
+from .ingest_rules import RULED_FIELDS, is_assistant_layer, rule_for
 from .times import parse_time
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter,
+                      ValidatorFunctionWrapHandler, field_validator, model_validator)
 
 #: docs/formats.md: a reading's ``probs + unclear + unrelated`` sums to 1 within this.
 SUM_TOLERANCE = 1e-6
@@ -28,8 +29,6 @@ MAX_NAME_CHARS = 200
 #: settlement's note. A long email fits. Every string of a record is held to it (``_Record``'s
 #: ``str_max_length``); names have the tighter MAX_NAME_CHARS.
 MAX_TEXT_CHARS = 1_000_000
-#: The range of a schema INTEGER column (params_version, instructions_version).
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 #: A JSON integer longer than this many digits is refused (Python's own limit on reading one).
 MAX_INT_DIGITS = 4300
 
@@ -135,9 +134,9 @@ Text = Annotated[str, AfterValidator(_text)]
 #: A question's or instruction's text: something must be said.
 NonEmptyText = Annotated[str, AfterValidator(_text), AfterValidator(_not_blank)]
 #: Every number is a JSON number: "0.9" (a string) or true is refused, not converted; an
-#: integer field takes a JSON integer only (7, not 7.0) within the schema's INTEGER range.
+#: integer field takes a JSON integer only (7, not 7.0). Ranges are rules (:mod:`doxa.data.ingest_rules`).
 Number = StrictFloat
-Int32 = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
+Int = StrictInt
 
 
 class _Record(BaseModel):
@@ -148,11 +147,16 @@ class _Record(BaseModel):
     def _times(cls, value):
         return None if value is None else parse_time(value)
 
-
-def is_assistant_layer(layer: str) -> bool:
-    """Whether a source's first layer is the assistant's own (its notes never count as evidence):
-    ``assistant`` in any case (``Assistant``, ``ASSISTANT``), compared NFC-normalised."""
-    return unicodedata.normalize("NFC", layer).casefold() == "assistant"
+    @field_validator(*RULED_FIELDS, mode="wrap", check_fields=False)
+    @classmethod
+    def _rules(cls, given, handler: ValidatorFunctionWrapHandler, info):
+        """The rule of :mod:`doxa.data.ingest_rules` that holds this field, on a value of its type;
+        the message quotes the value as written (``2``, not ``2.0``)."""
+        value = handler(given)
+        rule = rule_for(cls.model_fields["type"].annotation.__args__[0], info.field_name)
+        if value is not None and rule is not None and not rule.check(value):
+            raise FieldProblem(rule.message(given), rule.fix)
+        return value
 
 
 class SubjectRecord(_Record):
@@ -173,7 +177,7 @@ class SourceRecord(_Record):
     type: Literal["source"]
     id: Id
     layers: list[NonEmpty] = Field(min_length=1)
-    trust: Number | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    trust: Number | None = Field(default=None, allow_inf_nan=False)
 
     @field_validator("layers")
     @classmethod
@@ -191,10 +195,6 @@ class SourceRecord(_Record):
         return value
 
     @property
-    def path(self) -> str:
-        return "/".join([*self.layers, self.id])
-
-    @property
     def is_assistant(self) -> bool:
         return is_assistant_layer(self.layers[0])
 
@@ -210,7 +210,7 @@ class QuestionRecord(_Record):
     #: who wrote the question (an organizer model's name, a person); stored as ``created_by``
     created_by: NonEmpty | None = None
     #: the version of the organizer's instructions a model wrote it under (``doxa organizer-instructions``)
-    instructions_version: Annotated[Int32, Field(ge=1)] | None = None
+    instructions_version: Int | None = None
 
     @model_validator(mode="after")
     def _options(self) -> "QuestionRecord":
@@ -287,8 +287,8 @@ class SettlementRecord(_Record):
     note: Text | None = None
     #: What doxa said of this answer just before it was settled, and under which parameter version:
     #: a record of what was approved or corrected (never read back as a belief).
-    p_before: Number | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
-    params_version: Int32 | None = None
+    p_before: Number | None = Field(default=None, allow_inf_nan=False)
+    params_version: Int | None = None
 
 
 class RejectionRecord(_Record):

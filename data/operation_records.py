@@ -1,6 +1,6 @@
 """The organizer's operations as ingest record types: ``question_merge``, ``question_split``, ``undo``.
 
-What each one does is in :mod:`doxa.data.organizer` and docs/organizer.md; here are
+What each one does is in :mod:`doxa.data.question_ops` and docs/organizer.md; here are
 their fields and the checks a record passes on its own. :mod:`doxa.data.records`
 registers them with the core record types.
 """

@@ -8,11 +8,12 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from .connection import in_read_session
-from .search import MIN_PREFIX_CHARS, _idf, _normalised_tfs, _saturate, is_variant, words
+from .search import MIN_PREFIX_CHARS, _idf, _normalised_tfs, _saturate, is_variant
+from .text import words
 
 if TYPE_CHECKING:
     from .evidence import Evidence
-    from .store import Store
+    from .session import Session
 
 
 #: Weight of a question's evidence against its own text and kind. Each field's term frequency
@@ -74,7 +75,7 @@ def evidence_units(evidence: "Evidence") -> list[tuple]:
 
 
 def evidence_term_frequencies(
-    store: "Store", terms: list[str], question_ids: list[str], *, at: datetime | None = None,
+    store: "Session", terms: list[str], question_ids: list[str], *, at: datetime | None = None,
     units: list[tuple] | None = None,
 ) -> dict[str, dict[str, tuple[float, str, str]]]:
     """How much of each question's evidence uses each query term: ``{question: {term: (tf, message, text)}}``.
@@ -138,7 +139,7 @@ def evidence_term_frequencies(
 
 @in_read_session
 def rank_questions(
-    store: "Store",
+    store: "Session",
     terms: list[str],
     *,
     subject_ids: list[str] | None = None,

@@ -27,13 +27,15 @@ import json
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from .connection import remove_dead_writers_files
 from .durable import beside_store, rename_into_place
+from .session import transaction
+from .times import utc_now
 
 #: Above this many reads a side file is Parquet (written from the scorer's arrays).
 SMALL_LOG = 5000
@@ -41,10 +43,6 @@ SMALL_LOG = 5000
 
 def log_dir(db_path: str) -> Path:
     return beside_store(db_path, ".reads")
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 #: whether this process has said that it cannot log reads (it says so once)
@@ -88,7 +86,7 @@ def _warn_unlogged(folder: Path, err: OSError) -> None:
 
 def append_rows(db_path: str, rows) -> Path | None:
     """rows: (question, asked_at, probabilities in option order, top, p_top, params_version)."""
-    read_at = _utc_now().isoformat()
+    read_at = utc_now().isoformat()
     text = "".join(json.dumps({"question": q, "asked_at": at.isoformat(), "read_at": read_at,
                                "probs": [float(x) for x in probs], "top": top, "p_top": float(p),
                                "params_version": v}) + "\n"
@@ -130,7 +128,7 @@ def matrix_table(question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray
     return pa.Table.from_arrays(
         # from a list, Arrow converts the ids in C (~15 ms for 100,000; encoding them here took ~100 ms)
         [pa.array(np.asarray(question_ids, dtype=object).tolist(), pa.string()),
-         stamp(asked_at), stamp(_utc_now()),
+         stamp(asked_at), stamp(utc_now()),
          pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(rounded[mask], pa.float64())),
          buffer_array(np.argmax(rounded, axis=1).astype(np.int64) if n else np.zeros(0, np.int64), pa.int64()),
          buffer_array(rounded.max(axis=1) if n else np.zeros(0), pa.float64()),
@@ -196,8 +194,7 @@ def fold(con, db_path: str) -> int:
     jsonl = [p for p in new if p.suffix == ".jsonl"]
     parquet = [p for p in new if p.suffix == ".parquet"]
     added = 0
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         before = con.execute("SELECT count(*) FROM reads").fetchone()[0]
         if jsonl:
             listed = ", ".join(_literal(p) for p in jsonl)
@@ -219,10 +216,6 @@ def fold(con, db_path: str) -> int:
         if new:
             values = ", ".join(f"({_literal(Path(p.name))}, now()::TIMESTAMP)" for p in new)
             con.execute(f"INSERT INTO read_logs (name, folded_at) VALUES {values}").fetchall()
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     for path in files:
         path.unlink(missing_ok=True)
     return int(added)

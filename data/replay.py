@@ -2,7 +2,7 @@
 
 docs/design.md §7: replay the kept evidence through each version of the organizer and keep
 the one that scores best. Readings, settlements and rejections are carried through the options
-old and new questions share by name (:class:`doxa.data.organizer.OptionMap`).
+old and new questions share by name (:class:`doxa.data.question_ops.OptionMap`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pyarrow as pa
 from . import models
 from .errors import StoreError
 from .insert import insert_arrow
-from .organizer import SETTLEMENT_FACTS, OptionMap, carried_readings, insert_readings
+from .question_ops import SETTLEMENT_FACTS, OptionMap, carried_readings, insert_readings
+from .session import transaction
 from .sql import bind
 from .store import Store
-from .writer import complete_readings, mark_evidence_changed, settle_copies
+from .bookkeeping import complete_readings, mark_evidence_changed, settle_copies
 
 
 #: Tables replay copies as they are: the evidence and everything the user said.
@@ -87,8 +88,7 @@ def _replay_into(source, target, batch, new_questions, origin):
     ).fetchall()}
     carried: dict[str, int] = {}
     con = target.con
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         for q in new_questions:
             src_id = origin[q.id]
             if src_id not in old:
@@ -107,10 +107,6 @@ def _replay_into(source, target, batch, new_questions, origin):
         complete_readings(con)
         settle_copies(con)
         mark_evidence_changed(con, [], structure=True)
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return carried, tables
 
 

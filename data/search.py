@@ -17,7 +17,8 @@ with ``k1 = 1.2``, ``b = 0.75`` (Lucene's defaults; this idf never goes negative
 Nothing extra to install, no index to rebuild: the statistics are always current.
 
 Tokens are what ingest stores: ``lower(text)`` split on ``[^\\p{L}\\p{N}]+`` (letters and
-digits of any script), done by the same SQL expression for documents and queries. The
+digits of any script), done by the same SQL expression for documents and queries
+(:mod:`doxa.data.text`, which ingest uses too). The
 few candidate questions of a task (`doxa context`) and the task's own words are handled
 in Python by twins of the same rules (:func:`words`, :func:`bm25`, :func:`is_variant`):
 a query plan costs more than scoring a hundred short texts. tests/test_search.py checks
@@ -34,21 +35,19 @@ exact occurrence in ``tf``; ``df`` counts documents with any variant.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .connection import in_read_session
+from .text import tokens_sql, words  # noqa: F401 - words: the Python twin of the tokeniser, part of search's API
 
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .session import Session
 
 K1 = 1.2
 B = 0.75
-#: The tokeniser of ingest (data/writer.py `insert_terms`) and of queries: keep letters and digits of any script.
-TOKEN_SPLIT = r"[^\p{L}\p{N}]+"
 STEM_CHARS = 5
 MIN_PREFIX_CHARS = 4
 VARIANT_WEIGHT = 0.5
@@ -63,12 +62,6 @@ STOPWORDS = frozenset(
     their them then there these they this those to too very was we were what when where which
     while who whom why will with would you your yours s t""".split()
 )
-
-
-def _tokens_sql(text_sql: str) -> str:
-    """SQL for the token list of a text expression (empty tokens removed)."""
-    return (f"list_filter(regexp_split_to_array(lower({text_sql}), '{TOKEN_SPLIT}'), "
-            "x -> length(x) > 0)")
 
 
 def _variant_sql(index_term: str, query_term: str) -> str:
@@ -92,9 +85,9 @@ def _join_key(term: str) -> str:
 
 
 @in_read_session
-def tokenize(store: "Store", text: str) -> list[str]:
+def tokenize(store: "Session", text: str) -> list[str]:
     """The terms of ``text`` exactly as ingest indexes them (in order, with repeats)."""
-    row = store.execute(f"SELECT {_tokens_sql('?')}", [text]).fetchone()
+    row = store.execute(f"SELECT {tokens_sql('?')}", [text]).fetchone()
     return list(row[0]) if row and row[0] is not None else []
 
 
@@ -142,7 +135,7 @@ def _subject_mentions_sql() -> str:
         SELECT message FROM (
             SELECT lt.label, lt.n, mt.message
             FROM (SELECT label, unnest(terms) AS term, len(terms) AS n
-                  FROM (SELECT label, list_distinct({_tokens_sql('label')}) AS terms
+                  FROM (SELECT label, list_distinct({tokens_sql('label')}) AS terms
                         FROM (SELECT unnest(list_concat([name, id], aliases)) AS label
                               FROM subjects WHERE id = {subj}))
                   WHERE len(terms) > 0) lt
@@ -155,7 +148,7 @@ def _subject_mentions_sql() -> str:
 
 @in_read_session
 def search_messages(
-    store: "Store",
+    store: "Session",
     terms: list[str],
     *,
     subject: str | None = None,
@@ -224,27 +217,6 @@ def search_messages(
 
 
 # ---------------------------------------------------------------------------- in Python
-#: The same split as ingest's SQL: Python's ``\W`` is "not a letter, digit or _" in any
-#: script, so ``[\W_]+`` is ``[^\p{L}\p{N}]+`` (tests/test_search.py checks they agree).
-_WORD_SPLIT = re.compile(r"[\W_]+")
-
-
-def _lower(text: str) -> str:
-    """Simple (one-to-one) lower-casing, as DuckDB's ``lower()`` does.
-
-    ``str.lower`` applies Unicode's full mappings: "İ" becomes "i" plus a combining dot
-    (which would split the word) and a word-final "Σ" becomes "ς".
-    """
-    if text.isascii():
-        return text.lower()
-    return "".join(c.lower()[0] for c in text)
-
-
-def words(text: str) -> list[str]:
-    """The terms of ``text`` as ingest makes them, without a round trip to the database."""
-    return [w for w in _WORD_SPLIT.split(_lower(text)) if w]
-
-
 def is_variant(term: str, query_term: str) -> bool:
     """Python twin of the SQL variant rule (see the module docstring)."""
     if term == query_term:

@@ -69,6 +69,15 @@ def _placeholders(sql: str) -> list[int]:
     return found
 
 
+def member_of(column: str, ids) -> tuple[str, Any]:
+    """(SQL, parameter) that ``column`` is one of ``ids``: ``= ?`` for a single id, which DuckDB
+    answers from the primary-key index (half the cold cost of ``doxa belief``'s queries)."""
+    ids = list(ids)
+    if len(ids) == 1:
+        return f"{column} = ?", ids[0]
+    return f"{column} IN (SELECT unnest(?))", ids
+
+
 def bind(sql: str, params: list[Any] | None) -> str:
     """Put the literal of each parameter (:func:`sql_literal`) in place of its ``?`` of ``sql``."""
     if not params:

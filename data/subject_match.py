@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .connection import in_read_session
-from .search import words
+from .text import words
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .session import Session
 
 
 #: A name or alias is looked at only when it contains a word of the task of at least two
@@ -20,7 +20,7 @@ SHORT_LABEL_CHARS = 6
 
 
 @in_read_session
-def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
+def match_subjects(store: "Session", text: str) -> list[dict[str, Any]]:
     """Subjects whose name, id, an alias or the first word of a name of several words appears in
     ``text``, as whole words in order ("Ava" names Ava Lopez, and Ava Zhou too: the organizer decides).
 
@@ -56,7 +56,7 @@ def match_subjects(store: "Store", text: str) -> list[dict[str, Any]]:
 
 
 @in_read_session
-def subject_labels(store: "Store", subject_ids: list[str]) -> dict[str, list[str]]:
+def subject_labels(store: "Session", subject_ids: list[str]) -> dict[str, list[str]]:
     """Name, id and aliases of each of these subjects."""
     if not subject_ids:
         return {}
@@ -66,13 +66,13 @@ def subject_labels(store: "Store", subject_ids: list[str]) -> dict[str, list[str
     return {sid: list(labels) for sid, labels in rows}
 
 
-def subject_label_terms(store: "Store", subject_ids: list[str]) -> set[str]:
+def subject_label_terms(store: "Session", subject_ids: list[str]) -> set[str]:
     """Every term of the names, ids and aliases of these subjects."""
     return {w for labels in subject_labels(store, subject_ids).values() for label in labels for w in words(label)}
 
 
 @in_read_session
-def neighbours(store: "Store", subject_ids: list[str]) -> list[dict[str, Any]]:
+def neighbours(store: "Session", subject_ids: list[str]) -> list[dict[str, Any]]:
     """Subjects one relation away from any of ``subject_ids`` (either direction), not among them.
 
     Each row: ``id``, ``name``, ``via`` (the named subject it hangs off), ``via_name``,

@@ -1,13 +1,23 @@
 """Times: parsing shared by ingest and the command line, and the scorer's time axis (days since the epoch).
 
+A store holds naive datetimes, all in UTC: :func:`utc_now` is "now" in that form, and
+:func:`parse_time` / :func:`as_moment` bring whatever a caller gives (an ISO 8601 string, a
+date, an aware or naive datetime) into it. Every part of doxa takes its "now" and its time
+arguments from here.
+
 No heavy imports: used on the read path."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 #: "No cut-off": later than any time a store holds (ISO 8601 stops at year 9999).
 FAR_FUTURE = datetime(9999, 1, 1)
+
+
+def utc_now() -> datetime:
+    """Now, as a naive UTC datetime (the form every time in a store has)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def parse_time(value: object) -> datetime:
@@ -31,6 +41,17 @@ def parse_time(value: object) -> datetime:
             raise ValueError(f"time {value!r} lies outside the years 1 to 9999 once converted to UTC: "
                              "give a time within them") from None
     return moment
+
+
+def as_moment(at: datetime | date | str | None) -> datetime | None:
+    """An ``at`` as every reading function takes it: None (now), an ISO 8601 string
+    ("2026-05-01", "2026-05-01T10:00:00+02:00"), a date, or a datetime (aware ones are
+    converted to UTC). Raises ValueError saying what is accepted."""
+    if at is None:
+        return None
+    if isinstance(at, date) and not isinstance(at, datetime):
+        at = datetime(at.year, at.month, at.day)
+    return parse_time(at)
 
 
 def to_days(moment: datetime | None) -> float:

@@ -3,7 +3,7 @@
 Per-record work here is plain attribute access on validated models; the writes are
 Arrow tables inserted with one ``INSERT … SELECT`` per table.
 
-Why one module of ~550 lines: :func:`write_batch` checks every reference of a file against
+Why one module of ~530 lines: :func:`write_batch` checks every reference of a file against
 the file itself and the store in one pass, so that all problems come back together with
 their lines; its checks share the file's maps of ids, and a split would pass them around.
 """
@@ -15,13 +15,13 @@ from typing import Any, Mapping
 import duckdb
 import pyarrow as pa
 
-from . import models
-from .evidence import FRESH_READINGS, HISTORY_SQL, mark_copies_sql
+from . import ingest_rules, models
+from .bookkeeping import complete_readings, insert_terms, mark_evidence_changed, settle_copies
 from .errors import Problems
-from .ingest import IngestError, ParsedBatch, fingerprint
-from .search import TOKEN_SPLIT
+from .ingest import IngestError, ParsedBatch
+from .session import transaction
 from .sql import sql_literal
-from .times import FAR_FUTURE
+from .text import fingerprint
 
 NEVER_EDITED = "records are never edited; use a new id"
 #: An ingest gives at most this many look-alike warnings of one kind; the rest are counted.
@@ -192,9 +192,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                          "sources are never edited; use a new source id")
     source_ids = {r.id for _, r in sources}
     msg_sources = {r.source for _, r in messages} - source_ids
-    source_paths = {r.id: r.path for _, r in sources}
-    for sid, (layers, _trust) in _existing(con, "sources", msg_sources, "layers, trust").items():
-        source_paths[sid] = "/".join([*layers, sid])
+    known_sources = source_ids | set(_existing(con, "sources", msg_sources))
 
     stored_questions = _existing(con, "questions", {r.id for _, r in questions}, "options, kind, shape, subject, text")
     for line, r in questions:
@@ -277,7 +275,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                                    f"{r.rests_on['question']!r}", f"options are {opts}", "rests_on.answer")
     broken_sources = broken.get("source", set())
     for line, r in messages:
-        if r.source not in source_paths and r.source not in broken_sources:
+        if r.source not in known_sources and r.source not in broken_sources:
             problems.add(line, f"unknown source {r.source!r}", "add a source record (with its layers) first", "source")
 
     reading_rows: list[tuple] = []
@@ -348,8 +346,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
 
     # --- write --------------------------------------------------------------------------
     counts: dict[str, int] = {}
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         if new_subjects:
             counts["subjects"] = _insert(con, "subjects", {
                 "id": [sid for sid, _, _ in new_subjects], "name": [name for _, name, _ in new_subjects],
@@ -367,7 +364,6 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
             counts["sources"] = _insert(con, "sources", {
                 "id": [r.id for _, r in sources],
                 "layers": pa.array([r.layers for _, r in sources], pa.list_(pa.string())),
-                "path": [r.path for _, r in sources],
                 "trust": pa.array([r.trust for _, r in sources], pa.float64()),
                 "is_assistant": [r.is_assistant for _, r in sources]}, conflict="ON CONFLICT DO NOTHING")
         if questions:
@@ -376,7 +372,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "kind": [r.kind for _, r in questions], "text": [r.text for _, r in questions],
                 "shape": [r.shape for _, r in questions],
                 "options": pa.array([r.options for _, r in questions], pa.list_(pa.string())),
-                "created_by": [r.created_by or "organizer" for _, r in questions],
+                "created_by": pa.array([r.created_by for _, r in questions], pa.string()),
                 "instructions_version": pa.array([r.instructions_version for _, r in questions], pa.int32())},
                 conflict="ON CONFLICT DO NOTHING")
         if messages:
@@ -385,7 +381,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 table = {
                     "id": [r.id for _, r in new_msgs], "source": [r.source for _, r in new_msgs],
                     "sent_at": pa.array([r.sent_at for _, r in new_msgs], pa.timestamp("us")),
-                    "received_at": pa.array([r.received_at or r.sent_at for _, r in new_msgs], pa.timestamp("us")),
+                    "received_at": pa.array([r.received_at for _, r in new_msgs], pa.timestamp("us")),
                     "text": [r.text for _, r in new_msgs],
                     "fingerprint": [fingerprint(r.text, r.source) for _, r in new_msgs]}
                 counts["messages"] = _insert(con, "messages", table, conflict="ON CONFLICT DO NOTHING")
@@ -429,12 +425,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         touched = ({row[1] for row in reading_rows} | {r.question for _, r in settlements}
                    | {r.question for _, r in rejections} | settle_copies(con))
         mark_evidence_changed(con, touched, structure=bool(extra_writers))
-        con.execute("COMMIT")
-        if changes is not None:
-            changes.update(questions=touched, structure=bool(extra_writers))
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    if changes is not None:
+        changes.update(questions=touched, structure=bool(extra_writers))
     return {k: v for k, v in counts.items() if v}
 
 
@@ -487,99 +479,20 @@ def _check_rejections(con, rejections, question_options: dict[str, list[str]], p
 
 
 def _insert(con, table: str, columns: dict[str, Any], *, conflict: str, new_only_key: str | None = None) -> int:
-    """Bulk insert from an Arrow table; returns how many rows are new."""
+    """Bulk insert from an Arrow table, with the table's derived columns (:data:`doxa.data.ingest_rules.DERIVED`)
+    computed from it; returns how many rows are new."""
     arrow = pa.table({k: v if isinstance(v, pa.Array) else pa.array(v) for k, v in columns.items()})
     name = f"_stage_{table}"
     con.register(name, arrow)
     try:
         before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        cols = ", ".join(columns)
-        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name} {conflict}").fetchall()
+        cols = ", ".join(ingest_rules.derived_columns(table, columns))
+        select = ", ".join(ingest_rules.derived(table, columns))
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {select} FROM {name} {conflict}").fetchall()
         after = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     finally:
         con.unregister(name)
     return int(after - before)
-
-
-def mark_evidence_changed(con, question_ids, *, structure: bool = False) -> int | None:
-    """Advance the store's evidence epoch for a write that changed these questions' evidence.
-
-    Kept filter states (``belief_states``) computed before count no more for them; with
-    ``structure`` (a merge, split or undo: questions come and go, evidence moves between
-    them) for every question. Call inside the writing transaction. Returns the new epoch.
-    """
-    question_ids = sorted(question_ids)
-    if not question_ids and not structure:
-        return None
-    epoch = int(con.execute(
-        "UPDATE meta SET value = (value::BIGINT + 1)::VARCHAR WHERE key = 'evidence_epoch' RETURNING value"
-    ).fetchone()[0])
-    if question_ids:
-        con.register("_touched", pa.table({"question": question_ids}))
-        try:
-            con.execute(f"""INSERT INTO evidence_epochs SELECT question, {epoch} FROM _touched
-                            ON CONFLICT (question) DO UPDATE SET epoch = excluded.epoch""").fetchall()
-        finally:
-            con.unregister("_touched")
-    if structure:
-        con.execute(f"UPDATE meta SET value = '{epoch}' WHERE key = 'structure_epoch'").fetchall()
-    return epoch
-
-
-def complete_readings(con) -> None:
-    """Copy each new reading's message facts onto it (see the readings table in schema.sql)."""
-    con.execute(
-        """UPDATE readings SET sent_at = m.sent_at, source = m.source, fp = hash(m.fingerprint),
-                              counts = NOT s.is_assistant
-           FROM messages m, sources s
-           WHERE readings.sent_at IS NULL AND m.id = readings.message AND s.id = m.source"""
-    ).fetchall()
-
-
-def settle_copies(con) -> set[str]:
-    """Mark which new readings (``is_copy`` still NULL) and readings sharing their fingerprints are copies.
-
-    A message that arrives late but was sent first makes its stored twin a copy, so every
-    reading of the new fingerprints is marked again (:func:`~doxa.data.evidence.mark_copies_sql`).
-    Returns the questions whose evidence changed beyond the new readings' own: a source whose
-    history this write moved across :data:`~doxa.data.evidence.FRESH_READINGS` changes how
-    every one of its readings counts, so those questions' kept states are stale too.
-    """
-    con.execute("CREATE OR REPLACE TEMP TABLE _new_fps AS SELECT DISTINCT fp FROM readings WHERE is_copy IS NULL")
-    try:
-        if not con.execute("SELECT count(*) FROM _new_fps").fetchone()[0]:
-            return set()
-        con.execute("""CREATE OR REPLACE TEMP TABLE _their_sources AS
-                       SELECT DISTINCT source FROM readings WHERE counts AND fp IN (SELECT fp FROM _new_fps)""")
-        history = HISTORY_SQL.format(sources="SELECT source FROM _their_sources")
-        before = dict(con.execute(history, [FAR_FUTURE]).fetchall())  # new rows (NULL) do not count yet
-        con.execute(mark_copies_sql("SELECT fp FROM _new_fps")).fetchall()
-        after = dict(con.execute(history, [FAR_FUTURE]).fetchall())
-        crossed = sorted(s for s in before.keys() | after.keys()
-                         if (before.get(s, 0) <= FRESH_READINGS) != (after.get(s, 0) <= FRESH_READINGS))
-        if not crossed:
-            return set()
-        return {q for (q,) in con.execute("SELECT DISTINCT question FROM readings WHERE source IN (SELECT unnest(?))",
-                                          [crossed]).fetchall()}
-    finally:
-        con.execute("DROP TABLE IF EXISTS temp._new_fps")
-        con.execute("DROP TABLE IF EXISTS temp._their_sources")
-
-
-def terms_sql(messages_sql: str, key: str = "id") -> str:
-    """(``key``, term, tf) of each message ``messages_sql`` selects (columns ``key`` and ``text``),
-    cut by search's tokeniser; BM25 statistics are computed at query time."""
-    # each message's terms counted within its own list (a histogram): a third cheaper than grouping
-    # the unnested terms of every message
-    return f"""SELECT {key}, unnest(map_keys(h)) AS term, unnest(map_values(h))::INTEGER AS tf FROM (
-                   SELECT {key}, list_aggregate(list_filter(regexp_split_to_array(lower(text), '{TOKEN_SPLIT}'),
-                                                            lambda x: length(x) > 0), 'histogram') AS h
-                   FROM ({messages_sql}))"""
-
-
-def insert_terms(con, messages_sql: str) -> None:
-    """Full-text terms of the messages ``messages_sql`` selects (columns ``id``, ``text``)."""
-    con.execute(f"INSERT INTO message_terms {terms_sql(messages_sql)}").fetchall()
 
 
 def _index_terms(con, ids: list[str], texts: list[str]) -> None:
@@ -602,4 +515,4 @@ class ExtraWriter:
         raise NotImplementedError
 
 
-__all__ = ["write_batch", "mark_evidence_changed", "settle_copies", "ExtraWriter"]
+__all__ = ["write_batch", "look_alike_warnings", "ExtraWriter"]

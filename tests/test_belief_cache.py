@@ -17,7 +17,8 @@ from doxa.data import belief_cache
 from doxa.data.store import Store
 from doxa.inference.learn.train import publish_with_posterior
 from doxa.inference.read import states
-from doxa.inference.read.memory import Memory, utc_now
+from doxa.data.times import utc_now
+from doxa.inference.read.memory import Memory
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

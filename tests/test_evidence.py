@@ -14,7 +14,8 @@ import pytest
 
 import doxa
 import records
-from doxa.inference.evaluation.world import WorldConfig, generate_world
+from doxa.inference.evaluation.world import generate_world
+from doxa.inference.evaluation.world_config import WorldConfig
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doxa.data import fast_ingest, models
+from doxa.data import fast_ingest, ingest_rules, models
 from doxa.data.errors import IngestError
 from doxa.data.store import Store
 
@@ -144,6 +144,60 @@ def test_fast_and_per_line_paths_store_the_same_tables(generated):
     after = snapshot(fast)
     assert after == snapshot(slow)
     assert {t: v for t, v in after.items() if t not in EPOCHS} == {t: v for t, v in before.items() if t not in EPOCHS}
+
+
+@st.composite
+def broken_files(draw):
+    """A generated valid file with one field broken in a way one rule of data/ingest_rules.py catches:
+    (records, ascii only, the broken line, its field, the value written, the rule)."""
+    records, ascii_only = draw(files())
+    targets = [(i, key, rule) for i, record in enumerate(records) for rule in ingest_rules.RULES.values()
+               for type_name, key in rule.fields if record["type"] == type_name]  # sources and questions: never none
+    index, key, rule = draw(st.sampled_from(targets))
+    value = draw(st.sampled_from(rule.refused))
+    records = [*records[:index], {**records[index], key: value}, *records[index + 1:]]
+    return records, ascii_only, index + 1, key, value, rule
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken_files())
+def test_a_generated_file_with_a_field_broken_against_a_rule_is_refused_alike_with_the_rules_text(broken):
+    records, ascii_only, line, key, value, rule = broken
+    message = refused_alike(as_lines(records, ascii_only))  # same refusal and text on both paths, nothing stored
+    assert f"line {line}: {key} {rule.message(value)}: {rule.fix}" in message, message
+
+
+@pytest.mark.parametrize("rule", list(ingest_rules.RULES.values()), ids=lambda rule: rule.name)
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.integers(-(2**40), 2**40) | st.floats(-4.0, 4.0) | st.sampled_from([0, 1, 0.0, 1.0, -1]),
+                       max_size=12))
+def test_each_rules_python_check_and_sql_predicate_give_the_same_verdicts(rule, values):
+    import duckdb
+
+    values = [*rule.refused, *values]
+    column = "v::DOUBLE" if any(isinstance(v, float) for v in values) else "v::HUGEINT"
+    verdicts = [row[0] for row in duckdb.connect().execute(
+        f"SELECT {rule.sql('x')} FROM (SELECT {column} AS x, n FROM (SELECT unnest(?) AS v, "
+        "generate_subscripts(?, 1) AS n)) ORDER BY n", [values, values]).fetchall()]
+    assert verdicts == [rule.check(v) for v in values], (rule.name, values)
+    assert not any(rule.check(v) for v in rule.refused)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.characters(max_codepoint=0x17f, blacklist_categories=("Cs",),
+                                      blacklist_characters="\x00"), max_size=10)
+                | st.sampled_from(["assistant", "Assistant", "ASSISTANT", "ASSİSTANT", "aſſiſtant", "assistan"]),
+                min_size=1, max_size=10))
+def test_is_assistant_in_sql_gives_pythons_verdict_wherever_it_is_used(layers):
+    import duckdb
+
+    rows = duckdb.connect().execute(
+        f"SELECT {ingest_rules.IS_ASSISTANT_SQL}, {ingest_rules.IS_ASSISTANT_SQL_AGREES} "
+        "FROM (SELECT [unnest(?)] AS layers)", [layers]).fetchall()
+    for layer, (in_sql, agrees) in zip(layers, rows):
+        assert agrees == layer.isascii()
+        if agrees:
+            assert in_sql == ingest_rules.is_assistant_layer(layer), layer
 
 
 # ------------------------------------------------------------------------ hand-written cases

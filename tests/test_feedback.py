@@ -15,8 +15,10 @@ from typer.testing import CliRunner
 import doxa
 import records as R
 from doxa.cli.main import app
-from doxa.data.store import SCHEMA_VERSION, Store
-from doxa.inference.read.feedback import FeedbackError, RECENT_DAYS, instruction_id
+from doxa.data.schema import SCHEMA_VERSION
+from doxa.data.store import Store
+from doxa.inference.read.feedback import FeedbackError, instruction_id
+from doxa.inference.read.uncertain import RECENT_DAYS
 
 T = datetime(2026, 6, 1)
 LATER = "2026-06-02T10:00:00"

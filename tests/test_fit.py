@@ -37,7 +37,8 @@ RECOVERY_PEOPLE = 160
 def world_fit():
     """The `quick` generated world with 160 people (a year, ~16k readings), fitted once (~40-60 s)."""
     from doxa.data.store import Store
-    from doxa.inference.evaluation.world import WorldConfig, generate_world
+    from doxa.inference.evaluation.world import generate_world
+    from doxa.inference.evaluation.world_config import WorldConfig
 
     world = generate_world(WorldConfig.preset("quick").with_overrides(people={"count": RECOVERY_PEOPLE}))
     store = Store.memory()

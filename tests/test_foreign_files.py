@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 import doxa
 from doxa.cli.main import app
 from doxa.data import belief_cache, read_log
-from doxa.data.store import Store, StoreError
+from doxa.data.errors import StoreError
+from doxa.data.store import Store
 from training_data import crowd_records
 
 import records as R

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from doxa.data.errors import StoreError
-from doxa.data.ingest import fingerprint, normalise_text
+from doxa.data.text import fingerprint, normalise_text
 
 
 def rows(store, sql):

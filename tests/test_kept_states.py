@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import doxa
 from doxa.inference.read import params as P
-from doxa.inference.read import states
+from doxa.inference.read import states, tiers
 import records as R
 from doxa.data.evidence import FRESH_READINGS
 from doxa.data.store import Store
@@ -38,20 +38,13 @@ ACTIONS = ["ingest", "bulk ingest", "ingest", "snapshot", "publish", "merge", "u
 
 def ingest_leaving_states_stale(memory, records):
     """Ingest through the store alone, as a big import does: no kept state is refreshed."""
-    memory.store.on_evidence_change = None
-    try:
-        memory.store.ingest_records(records)
-    finally:
-        memory.store.on_evidence_change = memory._refresh_states
+    memory.store.ingest_records(records)
 
 
 def both_ways(memory, question_ids, at):
     """(from the kept states, filtered from scratch): raw and calibrated probabilities."""
-    memory.keep_states = True
-    _, kept = memory._read(question_ids, at)
-    memory.keep_states = False
-    _, scratch = memory._read(question_ids, at)
-    memory.keep_states = True
+    kept = tiers.read_beliefs(memory.store, question_ids, at, keep_states=True)
+    scratch = tiers.read_beliefs(memory.store, question_ids, at, keep_states=False)
     return kept, scratch
 
 
@@ -88,8 +81,8 @@ def read_alone(path: str, question: str, at, keep_states: bool = True):
     memory = Memory(Store.open(path, create=False, check=False), keep_states=keep_states)
     try:
         if keep_states:
-            return memory._kept_belief(question, at)
-        return memory._read([question], at)[1]
+            return tiers.kept_beside(memory.store, question, at)
+        return tiers.read_beliefs(memory.store, [question], at, keep_states=False)
     finally:
         memory.close()
 

@@ -26,7 +26,7 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from doxa.cli.main import app
-from doxa.inference.agent import mcp_server
+from doxa.inference.agent import mcp_http, mcp_server
 from test_mcp import BOUND_S, LATER, snapshot, start_http, stop, stores  # noqa: F401  (stores: a fixture)
 from test_mcp import TOKEN as GOOD_TOKEN
 
@@ -61,7 +61,7 @@ async def guarded(path: str, host: str, token: str | None = None, allow_hosts: t
     """The app `doxa mcp --http --host HOST --port PORT` serves, running; yields ``connect(client=…)``, which
     gives an HTTP client whose requests arrive at HOST:PORT from that client address."""
     server = mcp_server.build_server(path)
-    guarded_app = mcp_server.http_app(server, host, PORT, token, allow_hosts, **({"clock": clock} if clock else {}))
+    guarded_app = mcp_http.http_app(server, host, PORT, token, allow_hosts, **({"clock": clock} if clock else {}))
     async with server.session_manager.run(), contextlib.AsyncExitStack() as stack:
         async def connect(client: tuple[str, int] = ("127.0.0.1", 50000)) -> httpx2.AsyncClient:
             transport = httpx2.ASGITransport(guarded_app, client=client)
@@ -92,7 +92,7 @@ def settlements(path: str) -> int:
     ("0.0.0.0", False), ("::", False), ("10.0.0.1", False), ("128.0.0.1", False), ("::ffff:10.0.0.1", False),
     ("localhost.example.com", False), ("example.com", False)])
 def test_one_rule_says_what_is_loopback(name, loopback):
-    assert mcp_server.is_loopback(name) is loopback
+    assert mcp_http.is_loopback(name) is loopback
 
 
 @pytest.mark.parametrize("bind", LOOPBACK_BINDS)
@@ -178,7 +178,7 @@ def test_a_rebinding_request_to_a_real_server_on_127_0_0_2_is_refused(stores, tm
 def never_serve(monkeypatch):
     """`doxa mcp --http` whose serving is recorded instead of done: [(host, port, token, allow_hosts)]."""
     served = []
-    monkeypatch.setattr(mcp_server, "serve_http",
+    monkeypatch.setattr(mcp_http, "serve_http",
                         lambda server, host, port, token, allow_hosts=():
                         served.append((host, port, token, allow_hosts)))
     # a log handler on CliRunner's stream would outlive it
@@ -223,9 +223,9 @@ def test_new_token_prints_a_token_the_server_accepts(stores, never_serve):
     tokens = [plain.stdout.strip(), json.loads(as_json.stdout)["token"]]
     assert tokens[0] != tokens[1]
     for token in tokens:
-        assert len(token) >= mcp_server.TOKEN_MIN_CHARS
+        assert len(token) >= mcp_http.TOKEN_MIN_CHARS
         assert set(token) <= set(string.ascii_letters + string.digits + "-_")
-        assert mcp_server.token_problem(token) is None
+        assert mcp_http.token_problem(token) is None
         started = doxa_mcp("--http", "--host", "0.0.0.0", "--token", token, "--db", served)
         assert started.exit_code == 0, started.output
     assert [t for _, _, t, _ in never_serve] == tokens
@@ -252,7 +252,7 @@ def test_repeated_wrong_tokens_lock_the_client_out_and_no_token_is_logged(stores
     served, _ = stores
     before = snapshot(served)
     clock = Clock()
-    guesses = [f"guess-{i}-{GOOD_TOKEN}" for i in range(mcp_server.MAX_FAILURES)]
+    guesses = [f"guess-{i}-{GOOD_TOKEN}" for i in range(mcp_http.MAX_FAILURES)]
     right = {"authorization": f"Bearer {GOOD_TOKEN}"}
 
     async def session():
@@ -267,17 +267,17 @@ def test_repeated_wrong_tokens_lock_the_client_out_and_no_token_is_logged(stores
                 statuses, text = await handshake_and_correct(attacker, right)  # even the right token, now
                 assert statuses == [429] * 3, (statuses, text)
                 retry = (await attacker.post("/mcp", json=INIT, headers={**ACCEPT, **right})).headers["retry-after"]
-                assert int(retry) == pytest.approx(mcp_server.LOCKOUT_S, abs=1)
+                assert int(retry) == pytest.approx(mcp_http.LOCKOUT_S, abs=1)
                 assert snapshot(served) == before
                 statuses, _ = await handshake_and_correct(other, right)  # another client is not locked out
                 assert statuses == [200, 202, 200]
-                clock.now += mcp_server.LOCKOUT_S + 1
+                clock.now += mcp_http.LOCKOUT_S + 1
                 statuses, _ = await handshake_and_correct(attacker, right)  # the back-off is over
                 assert statuses == [200, 202, 200]
 
     anyio.run(session)
     refused = [line for line in doxa_log if line.startswith("refused ")]
-    assert len(refused) == mcp_server.MAX_FAILURES  # the 429s are not logged, one by one
+    assert len(refused) == mcp_http.MAX_FAILURES  # the 429s are not logged, one by one
     assert all("POST /mcp from 127.0.0.9:40000: unauthorized: wrong bearer token" in line for line in refused)
     assert "is refused for 300 s" in refused[-1] and "127.0.0.9" in refused[-1]
     for line in doxa_log:
@@ -286,19 +286,19 @@ def test_repeated_wrong_tokens_lock_the_client_out_and_no_token_is_logged(stores
 
 def test_failed_authentications_are_counted_per_client_in_bounded_memory():
     clock = Clock()
-    failures = mcp_server.FailedAuthentications(clock)
-    for i in range(mcp_server.MAX_CLIENTS + 100):
+    failures = mcp_http.FailedAuthentications(clock)
+    for i in range(mcp_http.MAX_CLIENTS + 100):
         assert not failures.failed(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}")
-    assert len(failures.failures) == mcp_server.MAX_CLIENTS
+    assert len(failures.failures) == mcp_http.MAX_CLIENTS
     # one IPv6 /64 is one client: varying the low bits does not escape the count
-    locked = [failures.failed(f"2001:db8::{i:x}") for i in range(mcp_server.MAX_FAILURES)]
-    assert locked == [False] * (mcp_server.MAX_FAILURES - 1) + [True]
-    assert failures.retry_after("2001:db8::ffff:1") == mcp_server.LOCKOUT_S
+    locked = [failures.failed(f"2001:db8::{i:x}") for i in range(mcp_http.MAX_FAILURES)]
+    assert locked == [False] * (mcp_http.MAX_FAILURES - 1) + [True]
+    assert failures.retry_after("2001:db8::ffff:1") == mcp_http.LOCKOUT_S
     assert failures.retry_after("2001:db9::1") == 0
     # failures older than the window are forgotten
-    for _ in range(mcp_server.MAX_FAILURES - 1):
+    for _ in range(mcp_http.MAX_FAILURES - 1):
         failures.failed("192.0.2.1")
-    clock.now += mcp_server.FAILURE_WINDOW_S + 1
+    clock.now += mcp_http.FAILURE_WINDOW_S + 1
     assert not failures.failed("192.0.2.1")
 
 
@@ -333,7 +333,7 @@ def test_an_unknown_argument_is_a_tool_error_naming_it_and_writes_nothing(stores
 def test_a_body_over_the_limit_gets_413_before_the_mcp_layer(stores, doxa_log):
     served, _ = stores
     before = snapshot(served)
-    limit = mcp_server.MAX_BODY_BYTES
+    limit = mcp_http.MAX_BODY_BYTES
     call = dict(CORRECT, params={**CORRECT["params"], "arguments": {**CORRECT["params"]["arguments"],
                                                                     "by": "x" * (2 * limit)}})
     big = json.dumps(call).encode()
@@ -372,7 +372,7 @@ def test_a_real_server_answers_an_oversize_body_413_even_when_the_client_closes(
     log = tmp_path / "http.log"
     proc, port = start_http(served, log)
     try:
-        for size in (2 * mcp_server.MAX_BODY_BYTES, 5_000_000):
+        for size in (2 * mcp_http.MAX_BODY_BYTES, 5_000_000):
             request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=b" " * size, method="POST",
                                              headers={"content-type": "application/json", **ACCEPT})
             with pytest.raises(urllib.error.HTTPError) as refused:

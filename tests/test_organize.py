@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doxa.inference.agent.organize import (OpenAIChatOrganizer, OrganizerError, OrganizerOutput, OrganizerRequest,
-                                     check_output, organizer_from_env, parse_reply)
-from doxa.inference.agent.prompts import untrusted
+from doxa.inference.agent.organizer_client import OpenAIChatOrganizer, OrganizerError, organizer_from_env
+from doxa.inference.agent.organizer_schema import OrganizerOutput, OrganizerRequest, check_output, parse_reply
+from doxa.inference.agent.untrusted import untrusted
 from llm_server import FakeChatServer
 
 INSTRUCTIONS = "Organise the memory. Reply with JSON."

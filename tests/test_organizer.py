@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import doxa
 import records as R
 from doxa.data.errors import IngestError, StoreError
-from doxa.data.organizer import OptionMap, operations
+from doxa.data.question_ops import OptionMap, operations
 from doxa.data.replay import replay
 
 NOW = datetime(2026, 6, 1)

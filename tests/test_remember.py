@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 import doxa
 import records as R
 from doxa.cli.main import app
-from doxa.data import prompts
-from doxa.data.store import SCHEMA_VERSION
-from doxa.inference.agent.organize import OpenAIChatOrganizer
+from doxa.data import organizer_instructions, remembered
+from doxa.data.schema import SCHEMA_VERSION
+from doxa.inference.agent.organizer_client import OpenAIChatOrganizer
 from doxa.inference.agent.readers import OpenAIChatReader
 from doxa.inference.agent.remember import RememberError, message_id_for
 from llm_server import FakeChatServer
@@ -82,7 +82,7 @@ def test_a_message_creates_its_question_reads_it_and_returns_the_belief(mem, ser
     assert (text, source) == ("Maya is vegetarian, remember for dinners.", "notes")  # kept exactly
     reader, version = mem.store.execute("SELECT reader, reader_version FROM readings").fetchone()
     assert reader == "llm:fake" and version.startswith("prompt-")
-    assert prompts.remembered_state(mem.store, result.message)["status"] == "done"
+    assert remembered.remembered_state(mem.store, result.message)["status"] == "done"
 
 
 def test_the_next_message_links_instead_of_duplicating_and_moves_the_belief(mem, server):
@@ -138,17 +138,17 @@ def test_new_subjects_and_relations_are_stored_with_the_message(mem, server):
 
 def test_the_instructions_come_from_the_store_and_each_question_names_its_version(mem, server):
     mem.remember("Maya is vegetarian.", source="notes", sent_at="2026-05-01", **models(server))
-    version, added = prompts.set_text(mem.store, "Organise carefully.\nReply with JSON.", note="shorter")
+    version, added = organizer_instructions.set_text(mem.store, "Organise carefully.\nReply with JSON.", note="shorter")
     assert added and version.version == 2
     mem.remember("Remember Maya is allergic to peanuts.", source="notes", sent_at="2026-05-02", **models(server))
     assert server.requests_of("organizer")[-1]["body"]["messages"][0]["content"] == "Organise carefully.\nReply with JSON."
     made = dict(mem.store.execute("SELECT id, instructions_version FROM questions").fetchall())
     assert made == {"maya.diet": 1, "maya.allergies": 2}
-    assert prompts.questions_by_version(mem.store) == {1: 1, 2: 1}
-    back, _ = prompts.roll_back(mem.store, 1)
-    assert back.version == 3 and back.text == prompts.get(mem.store, 1).text
-    assert [v.version for v in prompts.history(mem.store)] == [1, 2, 3]
-    assert "+Organise carefully." in prompts.diff(mem.store, 1, 2)
+    assert organizer_instructions.questions_by_version(mem.store) == {1: 1, 2: 1}
+    back, _ = organizer_instructions.roll_back(mem.store, 1)
+    assert back.version == 3 and back.text == organizer_instructions.get(mem.store, 1).text
+    assert [v.version for v in organizer_instructions.history(mem.store)] == [1, 2, 3]
+    assert "+Organise carefully." in organizer_instructions.diff(mem.store, 1, 2)
 
 
 def test_remembering_the_same_message_again_changes_nothing(mem, server):
@@ -219,11 +219,11 @@ def test_with_keep_a_failed_message_is_kept_pending_and_organize_finishes_it(mem
         mem.remember("Maya is vegetarian.", source="notes", sent_at="2026-05-01", keep_on_failure=True,
                      **models(server))
     assert mem.store.counts()["messages"] == 1 and mem.store.counts()["questions"] == 0
-    [row] = prompts.pending_messages(mem.store)
+    [row] = remembered.pending_messages(mem.store)
     assert row["waiting_for"] == "organizer" and "no usable answer" in row["reason"]
     [done] = mem.organize(**models(server))
     assert done.status == "done" and done.created == ["maya.diet"]
-    assert prompts.count_pending(mem.store) == 0
+    assert remembered.count_pending(mem.store) == 0
 
 
 # ---------------------------------------------------------------------------- no model configured
@@ -240,7 +240,7 @@ def test_without_a_model_the_message_is_kept_pending_and_organize_finishes_it(me
     monkeypatch.setenv("DOXA_READER_URL", server.url)
     [done] = mem.organize()
     assert done.status == "done" and done.created == ["maya.diet"] and done.changed[0].top == "vegetarian"
-    assert prompts.count_pending(mem.store) == 0
+    assert remembered.count_pending(mem.store) == 0
 
 
 def test_with_an_organizer_but_no_reader_the_questions_wait_for_the_reader(mem, server):
@@ -249,7 +249,7 @@ def test_with_an_organizer_but_no_reader_the_questions_wait_for_the_reader(mem, 
                           organizer=only["organizer"], use_env=False)
     assert result.status == "pending" and result.skipped == ["reader"] and result.created == ["maya.diet"]
     assert mem.store.counts()["readings"] == 0
-    [row] = prompts.pending_messages(mem.store)
+    [row] = remembered.pending_messages(mem.store)
     assert row["waiting_for"] == "reader" and row["questions"] == ["maya.diet"]
     calls = len(server.requests_of("organizer"))
     [done] = mem.organize(reader=only["reader"], use_env=False)
@@ -309,7 +309,7 @@ def test_cli_remember_organize_and_the_instructions_commands(tmp_path, server, m
     out = runner.invoke(app, ["organizer-instructions", "rollback", "1", "--db", db, "--json"])
     assert json.loads(out.output)["current"]["version"] == 3
     shown = json.loads(runner.invoke(app, ["organizer-instructions", "show", "--db", db, "--json"]).output)
-    assert shown["text"] == prompts.built_in_text("organizer") and shown["note"] == "roll back to version 1"
+    assert shown["text"] == organizer_instructions.built_in_text("organizer") and shown["note"] == "roll back to version 1"
     out = runner.invoke(app, ["organizer-instructions", "show", "--version", "9", "--db", db])
     assert out.exit_code == 1 and "versions are [1, 2, 3]" in out.output
 
@@ -335,7 +335,7 @@ def test_a_version_2_store_gains_the_new_tables_and_keeps_its_questions(tmp_path
     with doxa.open(path) as m:
         assert m.store.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
         assert m.store.execute("SELECT id, instructions_version FROM questions").fetchall() == [("maya.diet", None)]
-        assert prompts.current(m.store).version == 1 and prompts.count_pending(m.store) == 0
+        assert organizer_instructions.current(m.store).version == 1 and remembered.count_pending(m.store) == 0
 
 
 def test_the_organizer_is_shown_only_the_questions_of_the_people_a_message_names(mem):

@@ -132,7 +132,7 @@ def test_twenty_messages_make_questions_without_duplicates_and_beliefs_with_prob
         # the florist's blind re-proposals were linked to the existing questions, not duplicated
         dedup = {q for r in results for q in r["deduplicated"].values()}
         assert dedup == {"maya.flower", "sam.flower", "priya.flower"}
-        beliefs = {b.question: b for b in mem.beliefs(at=doxa.inference.read.memory.utc_now())}
+        beliefs = {b.question: b for b in mem.beliefs(at=doxa.data.times.utc_now())}
         assert set(beliefs) == set(ids)
         for b in beliefs.values():
             assert abs(sum(b.answers.values()) - 1) < 1e-5 and b.n_evidence >= 1

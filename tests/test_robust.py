@@ -123,7 +123,7 @@ def _stream(evidence):
 
 
 def test_the_dependence_test_flags_the_layer_that_agrees_with_itself_beyond_its_record(robust):
-    from doxa.model.chains import dependent_layers, layer_agreement, settled_first_weights
+    from doxa.model.settled_first import dependent_layers, layer_agreement, settled_first_weights
 
     evidence = robust[0]
     stream, structure = _stream(evidence)
@@ -184,7 +184,7 @@ def _evidence(records):
 
 
 def test_one_source_per_question_and_a_source_repeating_itself_make_no_pairs():
-    from doxa.model.chains import dependent_layers, layer_agreement
+    from doxa.model.settled_first import dependent_layers, layer_agreement
 
     # "self": one account per subject, each repeating its own (always equal) answer three times,
     # "pair": two sources that agree on every unsettled item and on no settled one
@@ -202,7 +202,7 @@ def test_one_source_per_question_and_a_source_repeating_itself_make_no_pairs():
 
 
 def test_a_layer_with_no_settled_pairs_to_vouch_for_it_counts_as_dependent_only_with_enough_pairs():
-    from doxa.model.chains import MIN_PAIRS, dependent_layers
+    from doxa.model.settled_first import MIN_PAIRS, dependent_layers
 
     def flagged(n_items):
         labels = [(s, "duo", i, True) for s in ("duo-a", "duo-b") for i in range(n_items)]
@@ -220,7 +220,7 @@ def test_a_layer_with_no_settled_pairs_to_vouch_for_it_counts_as_dependent_only_
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.booleans()), min_size=1, max_size=30),
        st.sets(st.integers(0, 5), max_size=3))
 def test_layer_agreement_counts_each_pair_of_votes_from_distinct_sources_once(labels, settled):
-    from doxa.model.chains import layer_agreement
+    from doxa.model.settled_first import layer_agreement
 
     # sources 0-2 in layer "a", 3-5 in layer "b"
     rows = [(f"s{s}", "a" if s < 3 else "b", item, yes) for s, item, yes in labels]

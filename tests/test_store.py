@@ -8,7 +8,9 @@ from datetime import datetime
 import pytest
 
 import doxa
-from doxa.data.store import SCHEMA_VERSION, Store, StoreError
+from doxa.data.schema import SCHEMA_VERSION
+from doxa.data.errors import StoreError
+from doxa.data.store import Store
 
 V1_READS = """
     DROP VIEW read_answers; DROP TABLE reads;

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from doxa.data import models
-from doxa.data.ingest import normalise_text
-from doxa.inference.evaluation.world import World, WorldConfig, WorldConfigError, generate_world
+from doxa.data.text import normalise_text
+from doxa.inference.evaluation.world import World, generate_world
+from doxa.inference.evaluation.world_config import WorldConfig, WorldConfigError
 from doxa.inference.read import params as parameters
 
 Z = 4.5

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from doxa.inference.agent import openai_reader as R
-from doxa.inference.agent.prompts import LETTERS, SYSTEM_PROMPT, _conversation, _one_line, _quoted
+from doxa.inference.agent.reader_prompts import LETTERS, SYSTEM_PROMPT, _conversation, _one_line, _quoted
 from doxa.inference.agent.readers import Reading
 from gate_prompt import letters_and_one_off
 

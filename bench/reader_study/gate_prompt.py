@@ -1,6 +1,6 @@
 """A candidate reader prompt in two steps, for small models that never answer "unrelated".
 
-Prompt 2 (``doxa.inference.agent.prompts``) asks one lettered question whose last two
+Prompt 2 (``doxa.inference.agent.reader_prompts``) asks one lettered question whose last two
 answers are *unclear* and *unrelated*; a 1.5B model picks a stated option for a message
 about someone else ("My sister is vegan" read for Maya: vegan 0.77). Here the reader first
 asks a gate question — does the message give the answer for this person, mention it without
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from doxa.inference.agent import openai_reader as R
-from doxa.inference.agent.prompts import LETTERS, _conversation, _one_line, _quoted
+from doxa.inference.agent.reader_prompts import LETTERS, _conversation, _one_line, _quoted
 from doxa.inference.agent.readers import Reading
 
 GATE_SYSTEM = ("You read short messages kept in a personal memory. For one named person and one topic, say "

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from doxa.inference.agent import prompts as P
+from doxa.inference.agent import reader_prompts as P
 from doxa.inference.agent import readers as R
 
 PROMPT_VERSION = "2-proposed"

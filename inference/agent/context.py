@@ -52,8 +52,9 @@ from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data import subject_match
 
-from doxa.inference.read.feedback import instruction_contradicted
-from doxa.inference.read.memory import Belief, Memory, as_moment, utc_now
+from doxa.inference.read.uncertain import instruction_contradicted
+from doxa.data.times import as_moment, utc_now
+from doxa.inference.read.memory import Belief, Memory
 
 #: Weight of a question that matches no word of the task, relative to the best match (a
 #: question that matches anything gets twice that, plus its share of the best score).

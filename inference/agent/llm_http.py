@@ -1,6 +1,9 @@
-"""POST to an OpenAI-compatible chat-completions server, with retries: shared by the reader and the organizer.
+"""A client of an OpenAI-compatible chat-completions server: shared by the reader and the organizer.
 
-Standard library only (``urllib.request``), so nothing heavy loads on the read path.
+:class:`ChatClient` holds a client's connection settings (URL, model, key, timeout, retries) and
+reads them from the environment (:meth:`ChatClient.from_env`, by the names of a :class:`ChatEnv`);
+:class:`ChatEndpoint` POSTs, with retries; :func:`http_hint` says what to check after an HTTP
+error. Standard library only (``urllib.request``), so nothing heavy loads on the read path.
 Transient failures (timeouts, refused or dropped connections, HTTP 429 and 5xx) are retried
 ``retries`` times with exponential backoff (``backoff_s · 2^attempt``, or the server's
 ``Retry-After``, capped at ``max_backoff_s``); any other HTTP error, and a reply that is not
@@ -11,12 +14,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Literal, Mapping
 
 RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
 
@@ -127,4 +131,111 @@ def retry_after_s(value: str | None) -> float | None:
         return None  # an HTTP date: fall back to our own backoff
 
 
-__all__ = ["ChatEndpoint", "chat_url", "error_body", "retry_after_s", "RETRY_STATUSES"]
+# ---------------------------------------------------------------------------- a client's settings
+@dataclass(frozen=True)
+class ChatEnv:
+    """The environment variables that configure one client: its server's URL, model and key.
+
+    Each falls back to ``fallback``'s variable of the same kind when unset or blank (the
+    organizer's to the reader's: one server can do both jobs)."""
+
+    url: str
+    model: str
+    key: str
+    fallback: ChatEnv | None = None
+
+    def value(self, env: Mapping[str, str], which: Literal["url", "model", "key"]) -> str | None:
+        """The variable's value, stripped, else its fallback's; None when neither is set."""
+        return (env.get(getattr(self, which)) or "").strip() or (
+            self.fallback.value(env, which) if self.fallback else None)
+
+    def described(self, which: Literal["url", "model", "key"]) -> str:
+        """The variable's name for a message: ``DOXA_ORGANIZER_KEY (or DOXA_READER_KEY)``."""
+        name = getattr(self, which)
+        return f"{name} (or {self.fallback.described(which)})" if self.fallback else name
+
+
+READER_ENV = ChatEnv("DOXA_READER_URL", "DOXA_READER_MODEL", "DOXA_READER_KEY")
+ORGANIZER_ENV = ChatEnv("DOXA_ORGANIZER_URL", "DOXA_ORGANIZER_MODEL", "DOXA_ORGANIZER_KEY", fallback=READER_ENV)
+
+
+def http_hint(code: int, names: ChatEnv, rejected: str = "") -> str:
+    """What to check after HTTP error ``code`` (one that is not retried), naming the client's variables;
+    ``rejected``: what else to check when the server rejects the request (400, 422)."""
+    if code in (401, 403):
+        return f"The server refused the key: set {names.described('key')} to a valid API key."
+    if code == 404:
+        return (f"Check that {names.url} is the API base (ending in /v1) and that {names.model} "
+                "names a model the server serves.")
+    if code in (400, 422):
+        return f"The server rejected the request: check {names.model}{rejected}."
+    return "This error is not retried."
+
+
+@dataclass
+class ChatClient:
+    """The connection settings every client of a chat server has, and its :class:`ChatEndpoint`.
+
+    A client (the reader, the organizer) subclasses it as a dataclass and sets the class
+    attributes: ``names`` (the variables it is configured by), ``role`` (what its server is
+    called in errors), ``error`` (what it raises) and ``rejected`` (see :func:`http_hint`).
+    ``extra_body`` is merged into every request body, for server-specific switches, e.g.
+    ``{"chat_template_kwargs": {"enable_thinking": False}}`` for thinking models.
+    """
+
+    url: str
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    name: str = ""
+    timeout_s: float = 30.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    names: ClassVar[ChatEnv]
+    role: ClassVar[str]
+    error: ClassVar[type[Exception]]
+    rejected: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if not self.url or not self.url.strip():
+            raise self.error(f"no {self.role} URL given: set {self.names.described('url')} to the server's OpenAI "
+                             "base URL, e.g. http://127.0.0.1:8080/v1")
+        if not self.name:
+            self.name = f"llm:{self.model}" if self.model else "llm:default"
+        self.endpoint = ChatEndpoint(
+            self.url, api_key=self.api_key, timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
+            max_backoff_s=self.max_backoff_s, what=f"{self.role} server", error=self.error,
+            hint=lambda code: http_hint(code, self.names, self.rejected),
+            unreachable_hint=f"Check that the server is running and reachable at {self.names.url}.")
+        self.chat_url = self.endpoint.chat_url
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests sent so far (each retry counts): what `remember` reports as calls."""
+        return self.endpoint.requests
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any):
+        """The client configured in the environment (``os.environ`` by default), or None when no URL is set.
+
+        URL, model and key come from the variables of ``cls.names``; a client's own variables from
+        :meth:`settings_from_env`. Keyword arguments override the environment."""
+        env = os.environ if env is None else env
+        url = cls.names.value(env, "url")
+        if not url:
+            return None
+        settings = {"url": url, "model": cls.names.value(env, "model"), "api_key": cls.names.value(env, "key"),
+                    **cls.settings_from_env(env)}
+        settings.update(overrides)
+        return cls(**settings)
+
+    @classmethod
+    def settings_from_env(cls, env: Mapping[str, str]) -> dict[str, Any]:
+        """The settings of this kind of client that its own environment variables give (none here)."""
+        return {}
+
+
+__all__ = ["ChatClient", "ChatEndpoint", "ChatEnv", "ORGANIZER_ENV", "READER_ENV", "chat_url", "error_body",
+           "http_hint", "retry_after_s", "RETRY_STATUSES"]

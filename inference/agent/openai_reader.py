@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .llm_http import ChatEndpoint
-import re
-
-from .prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, PROMPT_VERSION, batch_messages,
-                      choice_labels, choice_messages, letter_probabilities, one_off_messages)
+from .llm_http import READER_ENV, ChatClient
+from .reader_prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, PROMPT_VERSION, batch_messages,
+                             choice_labels, choice_messages, letter_probabilities, one_off_messages)
 from .reading import Reader, ReaderError, Reading
 
-#: The environment variables :func:`doxa.inference.agent.readers.reader_from_env` reads
-#: (named in this reader's error messages).
-ENV_URL = "DOXA_READER_URL"
-ENV_MODEL = "DOXA_READER_MODEL"
-ENV_KEY = "DOXA_READER_KEY"
+#: The environment variable of the batch size; URL, model and key are READER_ENV's
+#: (:meth:`OpenAIChatReader.from_env`).
 ENV_BATCH = "DOXA_READER_BATCH"
 
 #: Tokens generated for one reading: the letter, a space, the digit (and room for a tokenizer
@@ -36,12 +32,12 @@ _BEFORE_DIGIT = re.compile(r"^\s*(\d+)\s*[:.)]\s*\(?[A-Za-z][).:]?\s*$")
 
 
 @dataclass
-class OpenAIChatReader(Reader):
+class OpenAIChatReader(ChatClient, Reader):
     """A reader backed by an OpenAI-compatible chat-completions server with logprobs.
 
     The message and the question's options go out as one lettered multiple-choice question
     (options ``A, B, …``, then one letter for *unclear* and one for *unrelated*) after a few
-    worked examples (:mod:`.prompts`), with ``logprobs=true, top_logprobs=20, temperature=0``.
+    worked examples (:mod:`.reader_prompts`), with ``logprobs=true, top_logprobs=20, temperature=0``.
     The ``top_logprobs`` of the first generated token are mapped to letters and normalised
     over them (:func:`letter_probabilities`): the probability of each letter is the reading.
     When ``ask_one_off`` is on, the reply goes on with a digit, ``1`` (lasting) or ``2`` (one
@@ -54,50 +50,40 @@ class OpenAIChatReader(Reader):
     retried ``retries`` times with exponential backoff (``backoff_s · 2^attempt``, or the
     server's ``Retry-After``, capped at ``max_backoff_s``). Any other HTTP error and any
     malformed answer raise :class:`ReaderError` at once. ``requests`` counts the HTTP
-    requests sent (retries included).
+    requests sent (retries included). The connection settings (``url``, ``model``, ``api_key``,
+    ``timeout_s``, ``retries``, ``extra_body``, …) and :meth:`from_env` are :class:`.ChatClient`'s.
     """
 
-    url: str
-    model: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    name: str = ""
-    timeout_s: float = 30.0
-    retries: int = 3
-    backoff_s: float = 0.5
-    max_backoff_s: float = 30.0
     ask_one_off: bool = True
     top_logprobs: int = 20
     #: The most questions of one message asked in one prompt by :meth:`read_many`; 1 = one at a time.
     batch: int = 1
-    #: Merged into every request body, for server-specific switches, e.g.
-    #: ``{"chat_template_kwargs": {"enable_thinking": False}}`` for thinking models.
-    extra_body: dict[str, Any] = field(default_factory=dict)
     version: str = f"prompt-{PROMPT_VERSION}"
 
+    names = READER_ENV
+    role = "reader"
+    error = ReaderError
+    rejected = ", and that the server accepts logprobs / top_logprobs (up to 20)"
+
     def __post_init__(self) -> None:
-        if not self.url or not self.url.strip():
-            raise ReaderError(
-                f"no reader URL given: set {ENV_URL} to the server's OpenAI base URL, "
-                "e.g. http://127.0.0.1:8080/v1"
-            )
+        super().__post_init__()
         if not 1 <= self.top_logprobs <= 20:
             raise ValueError(f"top_logprobs must be in 1..20 (the OpenAI limit), got {self.top_logprobs}")
         if not isinstance(self.batch, int) or self.batch < 1:
             raise ValueError(f"batch must be a whole number ≥ 1 (questions per prompt), got {self.batch!r}")
         self.batch_version = f"{self.version}-batch-{BATCH_PROMPT_VERSION}"
         self._batch_works = True
-        self.endpoint = ChatEndpoint(
-            self.url, api_key=self.api_key, timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s,
-            max_backoff_s=self.max_backoff_s, what="reader server", error=ReaderError, hint=_http_hint,
-            unreachable_hint=f"Check that the server is running and reachable at {ENV_URL}.")
-        self.chat_url = self.endpoint.chat_url
-        if not self.name:
-            self.name = f"llm:{self.model}" if self.model else "llm:default"
 
-    @property
-    def requests(self) -> int:
-        """HTTP requests sent so far (each retry counts): what `remember` reports as reader calls."""
-        return self.endpoint.requests
+    @classmethod
+    def settings_from_env(cls, env) -> dict[str, Any]:
+        """``DOXA_READER_BATCH``: the most questions of one message asked in one prompt (default 1)."""
+        batch = (env.get(ENV_BATCH) or "").strip()
+        if not batch:
+            return {}
+        if not batch.isdigit() or int(batch) < 1:
+            raise ReaderError(f"{ENV_BATCH} must be a whole number ≥ 1 (questions per prompt), got {batch!r}; "
+                              f"unset it to read one question at a time")
+        return {"batch": int(batch)}
 
     # -- public ------------------------------------------------------------------
 
@@ -332,21 +318,3 @@ def _parse_top_logprobs(logprobs: Any) -> list[list[tuple[str, float]]] | None:
             out.append([(t, lp) for t, lp in item.items() if isinstance(lp, (int, float))])
         return out if out and out[0] else None
     return None
-
-
-def _http_hint(code: int) -> str:
-    if code in (401, 403):
-        return f"The server refused the key: set {ENV_KEY} to a valid API key."
-    if code == 404:
-        return (
-            f"Check that {ENV_URL} is the API base (ending in /v1) and that {ENV_MODEL} "
-            "names a model the server serves."
-        )
-    if code == 400:
-        return (
-            f"The server rejected the request: check {ENV_MODEL}, and that the server "
-            "accepts logprobs / top_logprobs (up to 20)."
-        )
-    return "This error is not retried."
-
-

@@ -19,18 +19,17 @@ Two ways in:
 
 This module builds a reader from the environment and gathers the public names: the
 reading and the interface are in :mod:`~doxa.inference.agent.reading`, the prompts and
-the letter rule in :mod:`~doxa.inference.agent.prompts`, the HTTP reader in
+the letter rule in :mod:`~doxa.inference.agent.reader_prompts`, the HTTP reader in
 :mod:`~doxa.inference.agent.openai_reader`. Standard library only: this sits on the
 path of ``doxa ask`` and must not pull in torch, pyro or pandas.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
-from .openai_reader import ENV_BATCH, ENV_KEY, ENV_MODEL, ENV_URL, OpenAIChatReader
-from .prompts import PROMPT_VERSION, letter_probabilities
+from .openai_reader import OpenAIChatReader
+from .reader_prompts import PROMPT_VERSION, letter_probabilities
 from .reading import SUM_TOLERANCE, Reader, ReaderError, Reading, ReadingFormatError
 
 __all__ = [
@@ -45,6 +44,7 @@ __all__ = [
     "PROMPT_VERSION",
 ]
 
+
 def reader_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Reader | None:
     """The reader configured in the environment, or None when ``DOXA_READER_URL`` is unset.
 
@@ -53,22 +53,6 @@ def reader_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Read
     one), ``DOXA_READER_KEY`` an API key sent as a bearer token (optional),
     ``DOXA_READER_BATCH`` the most questions of one message asked in one prompt (optional,
     default 1: one at a time). Keyword arguments go to :class:`OpenAIChatReader` and
-    override the environment.
+    override the environment (:meth:`OpenAIChatReader.from_env`).
     """
-    env = os.environ if env is None else env
-    url = (env.get(ENV_URL) or "").strip()
-    if not url:
-        return None
-    config: dict[str, Any] = {
-        "url": url,
-        "model": (env.get(ENV_MODEL) or "").strip() or None,
-        "api_key": (env.get(ENV_KEY) or "").strip() or None,
-    }
-    batch = (env.get(ENV_BATCH) or "").strip()
-    if batch:
-        if not batch.isdigit() or int(batch) < 1:
-            raise ReaderError(f"{ENV_BATCH} must be a whole number ≥ 1 (questions per prompt), got {batch!r}; "
-                              f"unset it to read one question at a time")
-        config["batch"] = int(batch)
-    config.update(kwargs)
-    return OpenAIChatReader(**config)
+    return OpenAIChatReader.from_env(env, **kwargs)

@@ -3,7 +3,7 @@
 For each message:
 
 1. it is kept exactly as it arrived (text, source, time);
-2. the organizer (:mod:`.organize`) is shown it with the subjects it may be about and the
+2. the organizer (:mod:`.organizer_client`) is shown it with the subjects it may be about and the
    questions already tracked for them (doxa's own search ranks them) and says which questions
    it bears on, which new ones to track, which new subjects and relations it names;
 3. the reader reads the message against each of those questions (one call per question, or
@@ -23,22 +23,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from doxa.data import prompts, question_ranking, search, subject_match
+from doxa.data import organizer_instructions, question_ranking, remembered, search, subject_match
 from doxa.data.errors import StoreError
-from doxa.data.times import parse_time
+from doxa.data.times import parse_time, utc_now
 
-from .organize import (ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, Organizer, OrganizerError, OrganizerRequest,
-                       organizer_from_env)
+from .organizer_client import Organizer, OrganizerError, organizer_from_env
+from .organizer_schema import ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, OrganizerRequest
 
 if TYPE_CHECKING:  # Memory.remember calls into this module: only the type is needed here
     from doxa.inference.read.memory import Memory
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 NO_ORGANIZER_HINT = (
@@ -191,17 +187,17 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
     store = memory.store
     result = RememberResult(message=msg.id, status="done", source=msg.source, sent_at=msg.sent_at.isoformat())
     records = list(msg.records)
-    state: dict[str, Any] = {"message": msg.id, "status": prompts.DONE}
+    state: dict[str, Any] = {"message": msg.id, "status": remembered.DONE}
     at = max(utc_now(), msg.sent_at)
 
     # -- the organizer ---------------------------------------------------------------
     if questions_to_read is None:
         if organizer is None:
             result.status, result.skipped, result.hint = "pending", ["organizer", "reader"], NO_ORGANIZER_HINT
-            state.update(status=prompts.PENDING, waiting_for="organizer", reason="no organizer configured")
-            memory.ingest(records, also=lambda con: prompts.mark_remembered(con, [state]))
+            state.update(status=remembered.PENDING, waiting_for="organizer", reason="no organizer configured")
+            memory.ingest(records, also=lambda con: remembered.mark_remembered(con, [state]))
             return result
-        instructions = prompts.current(store, prompts.ORGANIZER)
+        instructions = organizer_instructions.current(store, organizer_instructions.ORGANIZER)
         request = organizer_request(memory, msg.text, msg.source, msg.source_path, msg.sent_at)
         organized = organizer.organize(request, instructions.text)
         out = organized.output
@@ -252,8 +248,8 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
     before = _scores(memory, result.linked, at)
     if to_read and reader is None:
         result.status, result.skipped, result.hint = "pending", ["reader"], NO_READER_HINT
-        state.update(status=prompts.PENDING, waiting_for="reader", reason="no reader configured")
-        memory.ingest(records, also=lambda con: prompts.mark_remembered(con, [state]))
+        state.update(status=remembered.PENDING, waiting_for="reader", reason="no reader configured")
+        memory.ingest(records, also=lambda con: remembered.mark_remembered(con, [state]))
         return result
     if to_read:
         names = {s["id"]: s["name"] for s in store.subjects()}
@@ -275,7 +271,7 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
         result.readings = len(readings)
         state.update(reader=result.reader, reader_calls=result.calls["reader"])
 
-    memory.ingest(records, also=lambda con: prompts.mark_remembered(con, [state]))
+    memory.ingest(records, also=lambda con: remembered.mark_remembered(con, [state]))
     after = _scores(memory, to_read, at)
     for qid in to_read:
         b = after.get(qid)
@@ -322,7 +318,7 @@ def remember(memory: "Memory", text: str, *, source: str, sent_at: datetime | st
 
     ``source``: a stored source id, or a new source's path (``person/self/chat/maya-chat``: layers,
     then its id). ``organizer`` / ``reader``: default from the environment when ``use_env``
-    (:func:`~.organize.organizer_from_env`, :func:`~.readers.reader_from_env`). On a model failure
+    (:func:`~.organizer_client.organizer_from_env`, :func:`~.readers.reader_from_env`). On a model failure
     nothing is written and :class:`RememberError` is raised; with ``keep_on_failure`` the message is
     kept as pending first. Remembering the same message again changes nothing (status ``already``).
     """
@@ -334,8 +330,8 @@ def remember(memory: "Memory", text: str, *, source: str, sent_at: datetime | st
         return _process(memory, msg, organizer, reader)
     except _model_errors() as err:
         if keep_on_failure:
-            state = {"message": msg.id, "status": prompts.PENDING, "waiting_for": "organizer", "reason": str(err)[:500]}
-            memory.ingest(msg.records, also=lambda con: prompts.mark_remembered(con, [state]))
+            state = {"message": msg.id, "status": remembered.PENDING, "waiting_for": "organizer", "reason": str(err)[:500]}
+            memory.ingest(msg.records, also=lambda con: remembered.mark_remembered(con, [state]))
         raise RememberError(_failure(err, keep_on_failure)) from err
 
 
@@ -348,11 +344,11 @@ def _prepare(memory: "Memory", text: str, source: str, sent_at, message_id: str 
         when = parse_time(when.isoformat())
     source_id, path, source_record = _source(memory.store, source)
     mid = message_id or message_id_for(text, source_id, when)
-    state = prompts.remembered_state(memory.store, mid)
+    state = remembered.remembered_state(memory.store, mid)
     stored = memory.store.execute("SELECT text, source, sent_at FROM messages WHERE id = ?", [mid]).fetchone()
     if stored is not None and (stored[0], stored[1], stored[2]) != (text, source_id, when):
         raise RememberError(f"message {mid!r} is stored with other content: evidence is never edited; give another id")
-    if state is not None and state["status"] == prompts.DONE:
+    if state is not None and state["status"] == remembered.DONE:
         return RememberResult(message=mid, status="already", source=source_id, sent_at=when.isoformat(),
                               linked=state["questions"], organizer=state["organizer"],
                               instructions_version=state["instructions_version"], reader=state["reader"],
@@ -400,7 +396,7 @@ def organize_pending(memory: "Memory", *, organizer: Organizer | None = None, re
     read those waiting for the reader. One transaction per message; the first failure stops (the
     messages before it are done, the failed one stays pending)."""
     organizer, reader = _models(organizer, reader, use_env)
-    pending = prompts.pending_messages(memory.store, limit=limit)
+    pending = remembered.pending_messages(memory.store, limit=limit)
     out = []
     for done, row in enumerate(pending, start=1):
         waiting = row["waiting_for"]

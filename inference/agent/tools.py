@@ -116,7 +116,9 @@ def remember(mem: Memory, text: str, source: str, sent_at: datetime | str | None
     Returns what changed (beliefs before and after) and the model calls made; with no model
     configured the message is kept as pending for `doxa organize` and the result says so.
     """
-    return mem.remember(text, source=source, sent_at=_at(sent_at), keep_on_failure=keep).to_dict()
+    from .remember import remember as run
+
+    return run(mem, text, source=source, sent_at=_at(sent_at), keep_on_failure=keep).to_dict()
 
 
 def parse_rests_on(text: str | None) -> dict[str, str] | None:

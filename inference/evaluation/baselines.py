@@ -538,7 +538,8 @@ class DawidSkeneBaseline(System):
     ``engine="numpy"`` (default) runs every kind's EM at once in :func:`dawid_skene`,
     which follows crowd-kit's ``DawidSkene`` step for step (tests/test_bench.py checks
     they agree to 1e-6); ``engine="crowd-kit"`` calls crowd-kit once per kind, the
-    reference, ~100× slower here (pandas overhead per call and per EM step).
+    reference, far slower (pandas overhead per call and per EM step; figures in
+    docs/measurements/2026-12-bench.md).
     """
 
     name = "dawid-skene"

@@ -1,7 +1,7 @@
 """Draw :class:`~doxa.data.evidence.Evidence` straight from the generative story (vectorised).
 
-For tests of the fit and for the fit-scale benchmark: the truth is known, nothing goes
-through DuckDB, and a million readings take a couple of seconds. The story itself (answers
+For tests of the fit and for the fit-scale benchmark: the truth is known and nothing goes
+through DuckDB (how fast: docs/measurements/2026-12-bench.md). The story itself (answers
 over time, what a message states, what the reader reports) is :mod:`.story`, the same
 code the generated world draws with; what is particular here is the plain world around it:
 a three-level tree of sources with Normal logit offsets, readings spread uniformly (or

@@ -35,518 +35,35 @@ untrustworthy layer), and settlements (the then-current truth, observed).
 All randomness comes from one ``numpy`` Generator tree seeded by ``config.seed``:
 the same config gives the same records, byte for byte.
 
-Why one file of ~1,400 lines: the config (validated presets), the records, the truth kept
-for scoring and the generator are one story told in order — each section's types are the
-next one's inputs, and the generator's stages share one object's arrays and its tree of
-seeded streams, so a split would pass a dozen arrays across modules and make the
-byte-for-byte reproducibility depend on call order across files. The sections, in order:
-config, text, truth, the World, generation.
+Around this module: the config and its presets (:mod:`.world_config`), the names and
+small talk (:mod:`.world_names`), the truth kept for scoring (:mod:`.world_truth`).
+
+Why one module of ~900 lines: the :class:`World` and the generator that builds it. The
+generator's stages (people, sources, questions, messages, readings, copies, planted
+campaigns, settlements) share one object's arrays and one tree of seeded streams, each
+stage reading what the previous ones drew; split across modules, they would pass a dozen
+arrays between files and make the byte-for-byte reproducibility depend on call order
+across them.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import zlib
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator, Literal, Union
+from typing import Any, Iterator
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from doxa.model.logistic import logit, sigmoid
 
 from .story import SECONDS_PER_DAY, AnswerTimelines, categorical, report, soft_reading, state
-
-WORLDS_DIR = Path(__file__).with_name("worlds")
-SETTLEMENT_HOWS = ("correction", "approval", "outcome")
-
-
-# =============================================================================
-# configuration
-# =============================================================================
-
-
-class WorldConfigError(ValueError):
-    """A world config was refused; the message names each field and how to fix it."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _check_beta(name: str, params: tuple[float, float]) -> None:
-    if len(params) != 2 or params[0] <= 0 or params[1] <= 0:
-        raise ValueError(f"{name}: a Beta distribution is [a, b] with a > 0 and b > 0, got {list(params)}")
-
-
-class BetaMixture(_Strict):
-    """With probability ``share_high`` draw from Beta(``high``), else from Beta(``low``)."""
-
-    share_high: float = Field(ge=0.0, le=1.0)
-    low: tuple[float, float]
-    high: tuple[float, float]
-
-
-class KindConfig(_Strict):
-    """One kind of question (``diet``, ``home_city``, …): questions of one kind share options."""
-
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9_]+$")
-    shape: Literal["choice", "yes_no", "scale"] = "choice"
-    options: list[str] = Field(min_length=2)
-    prior: list[float] | None = None
-    half_life_days: float | None = Field(default=None, gt=0.0)
-    message_rate: float = Field(gt=0.0, description="messages per question per day, before scaling")
-    text: str = Field(description="question text; {name} is the person's first name")
-    lasting: str = Field(description="a lasting statement; {name}, {option}")
-    one_off: str = Field(description="a one-off statement; {name}, {option}")
-    topic: str = Field(description="what the kind is about, for vague messages")
-    phrases: dict[str, str] = Field(default_factory=dict, description="option → wording in messages")
-
-
-class PeopleConfig(_Strict):
-    count: int = Field(ge=2, le=7000)
-    questions_per_person: tuple[int, int]
-    activity_shape: float = Field(gt=0.0, description="Gamma shape of a person's chattiness (mean 1)")
-    partner_share: float = Field(ge=0.0, le=1.0)
-    sibling_share: float = Field(ge=0.0, le=1.0)
-    friends_mean: float = Field(ge=0.0)
-
-
-class TruthConfig(_Strict):
-    prior_concentration: float = Field(gt=0.0, description="Dirichlet concentration for unpinned priors")
-    change_rate_log_mean: float = Field(description="mean of log λ (per day) for unpinned kinds")
-    change_rate_log_sd: float = Field(ge=0.0)
-
-
-class CompromiseConfig(_Strict):
-    """A share of a group's sources turns unreliable on one day (honest, then compromised)."""
-
-    share: float = Field(gt=0.0, le=1.0, description="share of the group's leaves that are compromised")
-    day: float = Field(ge=0.0, description="world day from which they state the truth with `trust`")
-    trust: float = Field(gt=0.0, lt=1.0, description="their reliability from that day on")
-
-
-class SourceGroup(_Strict):
-    """Leaf sources sharing one layer path."""
-
-    layers: list[str] = Field(min_length=1)
-    share: float = Field(ge=0.0, description="relative weight of this group among message senders")
-    leaves: Union[int, Literal["per_subject"]] = Field(
-        description="number of leaf sources, or per_subject: each person's own source"
-    )
-    popularity: float = Field(default=1.0, ge=0.0, description="Zipf exponent over leaves")
-    prefix: str | None = Field(default=None, description="leaf id prefix (pooled) or suffix (per_subject)")
-    kinds: list[str] | None = Field(default=None, description="kinds this group talks about (None: all)")
-    bias: float = Field(default=0.0, ge=0.0, le=1.0, description="when wrong, the chance a source states its "
-                        "favourite option of the kind (one per source and kind) instead of a uniform other one")
-    compromised: CompromiseConfig | None = None
-    stated_trust: float | None = Field(default=None, gt=0.0, lt=1.0, description="user-stated trust on every "
-                                       "source of the group (instead of sources.stated_trust_share's noisy truth)")
-
-
-class SourcesConfig(_Strict):
-    root_trust: float = Field(gt=0.0, lt=1.0)
-    trust: dict[str, float] = Field(default_factory=dict, description="node path → pinned reliability")
-    sigma_by_depth: list[float] = Field(min_length=1)
-    groups: list[SourceGroup] = Field(min_length=1)
-    stated_trust_share: float = Field(default=0.0, ge=0.0, le=1.0)
-    stated_trust_noise: float = Field(default=0.5, ge=0.0)
-
-
-class ReaderConfig(_Strict):
-    name: str = Field(min_length=1)
-    version: str = ""
-    temperature: float = Field(gt=0.0, description="τ: reported r ∝ r̃^τ")
-    beta: float = Field(gt=0.0, description="Dirichlet noise: r̃ ~ Dirichlet(β·1 + e_c)")
-    share: float = Field(ge=0.0)
-
-
-class ReadingConfig(_Strict):
-    unclear: BetaMixture
-    unrelated_fraction: tuple[float, float]
-    one_off: BetaMixture
-    cross_rate: float = Field(ge=0.0, le=1.0)
-    cross_unclear: tuple[float, float]
-
-
-class CopiesConfig(_Strict):
-    rate: float = Field(ge=0.0, le=1.0)
-    delay_days: float = Field(gt=0.0)
-    fwd_share: float = Field(default=0.5, ge=0.0, le=1.0)
-
-
-class PlantedConfig(_Strict):
-    layers: list[str] = Field(min_length=1)
-    prefix: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    campaigns: int = Field(ge=0)
-    burst_mean: float = Field(ge=1.0)
-    window_hours: float = Field(gt=0.0)
-
-
-class SettlementsConfig(_Strict):
-    rate_per_day: float = Field(ge=0.0)
-    question_share: float = Field(ge=0.0, le=1.0)
-    how: dict[str, float]
-    window_days: tuple[float, float] | None = Field(default=None, description="[from, to] world days: settlements "
-                                                   "fall only in this window (None: the whole run)")
-
-
-class WorldConfig(_Strict):
-    """Every knob of a generated world (see docs/world.md)."""
-
-    name: str = "custom"
-    seed: int = Field(ge=0)
-    start: date
-    days: float = Field(gt=0.0)
-    message_rate_scale: float = Field(gt=0.0)
-    people: PeopleConfig
-    truth: TruthConfig
-    kinds: list[KindConfig] = Field(min_length=1)
-    sources: SourcesConfig
-    readers: list[ReaderConfig] = Field(min_length=1)
-    reading: ReadingConfig
-    copies: CopiesConfig
-    planted: PlantedConfig
-    settlements: SettlementsConfig
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "WorldConfig":
-        problems: list[str] = []
-        lo, hi = self.people.questions_per_person
-        if lo < 1 or hi < lo:
-            problems.append("people.questions_per_person: give [min, max] with 1 <= min <= max")
-        if self.people.count > len(FIRST_NAMES) * len(LAST_NAMES):
-            problems.append(f"people.count: at most {len(FIRST_NAMES) * len(LAST_NAMES)} people have names")
-        names = [k.name for k in self.kinds]
-        for i, kind in enumerate(self.kinds):
-            where = f"kinds[{i}] ({kind.name})"
-            if names.count(kind.name) > 1:
-                problems.append(f"{where}.name: kind names must be unique")
-            if len(set(kind.options)) != len(kind.options):
-                problems.append(f"{where}.options: options must be distinct")
-            if kind.shape == "yes_no" and sorted(kind.options) != ["no", "yes"]:
-                problems.append(f"{where}.options: a yes_no kind has options exactly ['yes', 'no']")
-            if kind.prior is not None:
-                if len(kind.prior) != len(kind.options):
-                    problems.append(
-                        f"{where}.prior: has {len(kind.prior)} values for {len(kind.options)} options"
-                    )
-                elif min(kind.prior) < 0 or sum(kind.prior) <= 0:
-                    problems.append(f"{where}.prior: base rates must be >= 0 with a positive sum")
-            for template, slots in (("lasting", ("{name}", "{option}")), ("one_off", ("{name}",))):
-                text = getattr(kind, template)
-                for slot in slots:
-                    if slot not in text:
-                        problems.append(f"{where}.{template}: the template must contain {slot}")
-            unknown = set(kind.phrases) - set(kind.options)
-            if unknown:
-                problems.append(f"{where}.phrases: {sorted(unknown)} are not options of this kind")
-        lo_q, hi_q = self.people.questions_per_person
-        if hi_q > len(self.kinds):
-            problems.append(
-                f"people.questions_per_person: max {hi_q} exceeds the {len(self.kinds)} kinds (one question per kind)"
-            )
-        for name, params in (
-            ("reading.unclear.low", self.reading.unclear.low),
-            ("reading.unclear.high", self.reading.unclear.high),
-            ("reading.one_off.low", self.reading.one_off.low),
-            ("reading.one_off.high", self.reading.one_off.high),
-            ("reading.unrelated_fraction", self.reading.unrelated_fraction),
-            ("reading.cross_unclear", self.reading.cross_unclear),
-        ):
-            try:
-                _check_beta(name, params)
-            except ValueError as err:
-                problems.append(str(err))
-        prefixes: dict[str, int] = {}
-        for i, group in enumerate(self.sources.groups):
-            where = f"sources.groups[{i}] ({'/'.join(group.layers)})"
-            for layer in group.layers:
-                if "/" in layer or not layer:
-                    problems.append(f"{where}.layers: {layer!r} must be non-empty and contain no '/'")
-            if isinstance(group.leaves, int) and group.leaves < 1:
-                problems.append(f"{where}.leaves: give a count >= 1 or \"per_subject\"")
-            if group.kinds is not None:
-                unknown = set(group.kinds) - set(names)
-                if unknown:
-                    problems.append(f"{where}.kinds: unknown kinds {sorted(unknown)}; known: {names}")
-            key = group_prefix(group)
-            if key in prefixes:
-                problems.append(f"{where}.prefix: {key!r} is also used by sources.groups[{prefixes[key]}]")
-            prefixes[key] = i
-        paths = {"/".join(g.layers[:d]) for g in self.sources.groups for d in range(1, len(g.layers) + 1)}
-        paths |= {"/".join(self.planted.layers[:d]) for d in range(1, len(self.planted.layers) + 1)}
-        for node, value in self.sources.trust.items():
-            if node not in paths:
-                problems.append(f"sources.trust[{node!r}]: not a node of any group's layers; known: {sorted(paths)}")
-            if not 0.0 < value < 1.0:
-                problems.append(f"sources.trust[{node!r}]: reliability must be in (0, 1), got {value}")
-        evidence_groups = [g for g in self.sources.groups if g.layers[0] != "assistant" and g.share > 0]
-        for kind in names:
-            if not any(g.kinds is None or kind in g.kinds for g in evidence_groups):
-                problems.append(f"sources.groups: no non-assistant group with share > 0 talks about kind {kind!r}")
-        if any(s <= 0 for s in self.sources.sigma_by_depth):
-            problems.append("sources.sigma_by_depth: every σ must be > 0")
-        if self.planted.layers[0] == "assistant":
-            problems.append("planted.layers: planted claims cannot come from assistant notes")
-        readers = [r.name for r in self.readers]
-        if len(set(readers)) != len(readers):
-            problems.append("readers: reader names must be unique")
-        if sum(r.share for r in self.readers) <= 0:
-            problems.append("readers: at least one reader needs share > 0")
-        unknown_how = set(self.settlements.how) - set(SETTLEMENT_HOWS)
-        if unknown_how:
-            problems.append(f"settlements.how: unknown {sorted(unknown_how)}; use {list(SETTLEMENT_HOWS)}")
-        if self.settlements.how and sum(self.settlements.how.values()) <= 0:
-            problems.append("settlements.how: shares must have a positive sum")
-        if self.settlements.rate_per_day > 0 and not self.settlements.how:
-            problems.append("settlements.how: give the share of each kind of settlement")
-        if self.settlements.window_days is not None:
-            lo_w, hi_w = self.settlements.window_days
-            if not 0 <= lo_w < hi_w <= self.days:
-                problems.append(f"settlements.window_days: give [from, to] with 0 <= from < to <= days ({self.days})")
-        for i, group in enumerate(self.sources.groups):
-            if group.compromised is not None and group.compromised.day >= self.days:
-                problems.append(f"sources.groups[{i}].compromised.day: {group.compromised.day} is past the run's "
-                                f"end (days = {self.days})")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def load(cls, path: str | Path) -> "WorldConfig":
-        """Read a world config from JSON; errors name the field and how to fix it."""
-        path = Path(path)
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise WorldConfigError(f"no such world config: {path}") from None
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise WorldConfigError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
-        return cls.from_dict(data, where=str(path))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], *, where: str = "world config") -> "WorldConfig":
-        """Validate a config dict; ``{"extends": "default", …}`` overrides a preset's fields."""
-        if isinstance(data, dict) and "extends" in data:
-            if where.count("<-") >= 4:
-                raise WorldConfigError(f"{where}: 'extends' chain is too deep (a cycle?)")
-            base_name = data["extends"]
-            path = WORLDS_DIR / f"{base_name}.json"
-            if not isinstance(base_name, str) or not path.is_file():
-                known = sorted(p.stem for p in WORLDS_DIR.glob("*.json"))
-                raise WorldConfigError(f"{where}: extends: no preset {base_name!r}; choose one of {known}")
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise WorldConfigError(f"{path}: not valid JSON at line {err.lineno}: {err.msg}") from None
-            base = cls.from_dict(raw, where=f"{path} <- {where}").model_dump(mode="json")
-            data = _deep_merge(base, {k: v for k, v in data.items() if k != "extends"})
-        try:
-            return cls.model_validate(data)
-        except ValidationError as err:
-            raise WorldConfigError(_describe(err, where)) from None
-
-    @classmethod
-    def preset(cls, name: str) -> "WorldConfig":
-        """A shipped world: ``default``, ``quick`` or ``tiny``."""
-        path = WORLDS_DIR / f"{name}.json"
-        if not path.is_file():
-            known = sorted(p.stem for p in WORLDS_DIR.glob("*.json"))
-            raise WorldConfigError(f"no world preset {name!r}; choose one of {known} or pass a JSON file")
-        return cls.load(path)
-
-    def with_overrides(self, **changes: Any) -> "WorldConfig":
-        """A copy with top-level fields replaced (nested dicts are merged), validated again."""
-        return type(self).from_dict(_deep_merge(self.model_dump(mode="json"), changes))
-
-
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key not in ("phrases", "trust", "how"):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _describe(err: ValidationError, where: str) -> str:
-    lines = []
-    for item in err.errors():
-        loc = ".".join(str(x) for x in item["loc"]) or "(top level)"
-        msg = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            msg = "missing: add this field (see docs/world.md)"
-        elif item["type"] == "extra_forbidden":
-            msg = "unknown field: remove it or check the spelling (see docs/world.md)"
-        lines.append(f"  {loc}: {msg}")
-    return f"{where}: invalid world config:\n" + "\n".join(lines)
-
-
-def group_prefix(group: SourceGroup) -> str:
-    return group.prefix or "-".join(group.layers)
-
-
-# =============================================================================
-# names
-# =============================================================================
-
-FIRST_NAMES = (
-    "Maya Sam Ava Noah Lena Omar Iris Theo Zara Felix Nina Hugo Ruth Ezra Mila Leo Ada Kai Nora Ivan "
-    "Lila Jude Cleo Arlo Vera Milo Rosa Otto Yara Finn Elsa Remy Dina Nico Greta Tariq Hana Luca Ines "
-    "Bram Sofia Emil Alma Jonas Kira Pablo Mina Ravi Tess Anton Lucia Idris Maren Tomas Selma Aaron "
-    "Priya Dev Lior Chloe Mateo Asha Bruno Freya Malik Elin Yusuf Carla Oskar Leyla Santi Ilse Jamal "
-    "Nadia Rui Saga Kofi Amara Viktor Juno Reza Bea Caspar Fatima Hamid Liv Marco Noor Pia Quinn Rafael "
-    "Sana Taro Uma Wren Xavier Yuki Zeke Anouk Boris Celia Dario Esme Farid Gia Hector Ida Joel Kaia "
-    "Lars Maud Nils Ona Pavel Rhea Silas Tove Ugo Vida Wim"
-).split()
-LAST_NAMES = (
-    "Kim Patel Garcia Novak Silva Jensen Okafor Rossi Tanaka Larsen Haddad Moreau Costa Weber Kowalski "
-    "Nguyen Ahmed Berg Fischer Lopez Mendes Ivanova Park Sato Dubois Romano Keller Horvat Nakamura "
-    "Andersen Cohen Popescu Yilmaz Murphy Schmidt Bianchi Eriksen Varga Reyes Hoffman Lindqvist Mbeki "
-    "Aziz Castro Duarte Fontaine Grant Hale Ito Jovanovic Kaur Lam Marsh Nolan Ortiz Petrov Quist "
-    "Rahman Soto Tran Ueda Vance Wolfe Young Zhou"
-).split()
-#: Unique aliases for the first few people, as the user would call them.
-ALIASES = ("my sister", "my partner", "my brother", "my boss", "my neighbour", "my best friend")
-
-_OPENERS = ("", "btw ", "fyi ", "Quick update: ", "Heard that ", "Just so you know, ", "Funny thing, ",
-            "Reminder: ", "Apparently ", "So, ", "Oh and ")
-_CLOSERS = ("", " now", " these days", ", I think", ", last I heard", " for sure", ", apparently",
-            " :)", " (pretty sure)", ", as far as I know")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_NORMAL = re.compile(r"[^0-9a-z]+")
-
-
-def _text_key(text: str) -> str:
-    """A stricter normalisation than the store's: texts unequal here are never one evidence unit."""
-    return _NORMAL.sub(" ", text.lower()).strip()
-
-
-# =============================================================================
-# the truth
-# =============================================================================
-
-
-@dataclass
-class ReadingTruth:
-    """The latent story of each reading record, aligned with the reading records in stream order.
-
-    ``role``: ``main`` (the message's own question), ``cross`` (a reading of the message
-    against another question of the same subject, mostly unrelated), ``copy`` (a copy's
-    reading, identical to its original's), ``planted`` (a planted false claim).
-    """
-
-    message: np.ndarray  # (R,) object message id
-    question: np.ndarray  # (R,) object question id
-    source: np.ndarray  # (R,) object source id
-    path: np.ndarray  # (R,) object source path (layers/…/id)
-    day: np.ndarray  # (R,) float64 world day of the message
-    role: np.ndarray  # (R,) object
-    assistant: np.ndarray  # (R,) bool
-    n_options: np.ndarray  # (R,) int64
-    reader: np.ndarray  # (R,) object reader name
-    answer: np.ndarray  # (R,) int64 true option index at this message's time (a copy: when forwarded)
-    stated: np.ndarray  # (R,) int64 option the message states
-    noise: np.ndarray  # (R,) bool: stated uniformly at random (the u / one-off branch)
-    u: np.ndarray  # (R,) float64 unclear + unrelated
-    o: np.ndarray  # (R,) float64 one-off
-    alpha: np.ndarray  # (R,) float64 true reliability of the source that stated it (a copy: the
-    #                    original's source; NaN for planted claims, which are false by construction)
-
-    def __len__(self) -> int:
-        return int(self.message.shape[0])
-
-
-@dataclass
-class PlantedCampaign:
-    question: str
-    day: float
-    option: str
-    true_option: str
-    messages: list[str]
-    sources: list[str]
-
-
-@dataclass
-class WorldTruth:
-    """Everything the world knows and doxa has to infer. Days are world days (0 = ``start``)."""
-
-    start: datetime
-    days: float
-    questions: dict[str, dict[str, Any]]  # id → {subject, kind, options}
-    change_times: dict[str, np.ndarray]  # id → days of the Poisson change events (redraws)
-    change_values: dict[str, np.ndarray]  # id → option index drawn at each event
-    initial: dict[str, int]  # id → option index at day 0
-    prior: dict[str, list[float]]  # kind → π_k over the kind's options
-    change_rate: dict[str, float]  # kind → λ_k per day
-    kind_options: dict[str, list[str]]
-    node_trust: dict[str, float]  # node path → α (internal nodes and leaves)
-    node_logit: dict[str, float]
-    node_depth: dict[str, int]
-    node_messages: dict[str, int]  # node path → messages sent from under it (copies included)
-    sigma_by_depth: list[float]
-    root_trust: float
-    reader_temperature: dict[str, float]
-    reader_beta: dict[str, float]
-    planted_sources: set[str]
-    campaigns: list[PlantedCampaign]
-    settled_questions: set[str]
-    readings: ReadingTruth
-    #: source id → {kind: option}: the option a biased source favours when wrong (biased groups only)
-    favourite: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: source id → (world day, α from then on), for compromised sources
-    compromised: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-    # ------------------------------------------------------------------ time
-    def day_of(self, moment: float | str | datetime | date) -> float:
-        """World day of a time: a number is taken as a world day already."""
-        if isinstance(moment, (int, float, np.floating, np.integer)):
-            return float(moment)
-        if isinstance(moment, str):
-            text = moment.strip().replace("Z", "+00:00")
-            moment = datetime.fromisoformat(text)
-        if isinstance(moment, datetime):
-            if moment.tzinfo is not None:
-                moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-        elif isinstance(moment, date):
-            moment = datetime(moment.year, moment.month, moment.day)
-        return (moment - self.start).total_seconds() / SECONDS_PER_DAY
-
-    # ------------------------------------------------------------------ answers
-    def answer_index_at(self, question_id: str, day: float | str | datetime) -> int:
-        seconds = round(self.day_of(day) * SECONDS_PER_DAY)
-        times = np.rint(self.change_times[question_id] * SECONDS_PER_DAY)
-        n = int(np.searchsorted(times, seconds, side="right"))
-        return self.initial[question_id] if n == 0 else int(self.change_values[question_id][n - 1])
-
-    def answer_at(self, question_id: str, day: float | str | datetime) -> str:
-        """The true lasting answer at a time (a change at exactly ``day`` is already in effect)."""
-        if question_id not in self.questions:
-            raise KeyError(f"no question {question_id!r} in this world")
-        return self.questions[question_id]["options"][self.answer_index_at(question_id, day)]
-
-    def answers_at(self, day: float | str | datetime, question_ids: list[str] | None = None) -> dict[str, str]:
-        ids = list(self.questions) if question_ids is None else question_ids
-        return {q: self.answer_at(q, day) for q in ids}
-
-    def timeline(self, question_id: str) -> list[tuple[float, str]]:
-        """``[(day, option), …]``: the answer from day 0 and at every change event that changed it."""
-        options = self.questions[question_id]["options"]
-        out = [(0.0, options[self.initial[question_id]])]
-        for day, value in zip(self.change_times[question_id].tolist(), self.change_values[question_id].tolist()):
-            if options[value] != out[-1][1]:
-                out.append((day, options[value]))
-        return out
-
+from .world_config import BetaMixture, ReaderConfig, WorldConfig, WorldConfigError, group_prefix
+from .world_names import ALIASES, CLOSERS, FIRST_NAMES, LAST_NAMES, MONTHS, OPENERS, text_key
+from .world_truth import PlantedCampaign, ReadingTruth, WorldTruth
 
 # =============================================================================
 # the world
@@ -1094,8 +611,8 @@ class _Generator:
         """One text per original message (in ``order``); unique under a strict normalisation."""
         cfg, rng = self.cfg, self.r_text
         n = order.size
-        opener = rng.integers(0, len(_OPENERS), size=n).tolist()
-        closer = rng.integers(0, len(_CLOSERS), size=n).tolist()
+        opener = rng.integers(0, len(OPENERS), size=n).tolist()
+        closer = rng.integers(0, len(CLOSERS), size=n).tolist()
         use_full = (rng.random(n) < 0.3).tolist()
         main_rows = order  # main reading row of message m is row m
         stated = self.reading_stated[main_rows].tolist()
@@ -1114,22 +631,22 @@ class _Generator:
             option = kind.options[stated[i]]
             phrase = kind.phrases.get(option, option)
             when = moments[i]
-            stamp = f"({_MONTHS[when.month - 1]} {when.day})"
+            stamp = f"({MONTHS[when.month - 1]} {when.day})"
             if o[i] > 0.5:
                 body = kind.one_off.format(name=name, option=phrase)
-                text = f"{_OPENERS[opener[i]]}{body} {stamp}"
+                text = f"{OPENERS[opener[i]]}{body} {stamp}"
             elif u[i] > 0.5:
-                text = f"{_OPENERS[opener[i]]}{name} said something about {kind.topic}, not sure what exactly {stamp}"
+                text = f"{OPENERS[opener[i]]}{name} said something about {kind.topic}, not sure what exactly {stamp}"
             else:
                 body = kind.lasting.format(name=name, option=phrase)
-                text = f"{_OPENERS[opener[i]]}{body}{_CLOSERS[closer[i]]} {stamp}"
+                text = f"{OPENERS[opener[i]]}{body}{CLOSERS[closer[i]]} {stamp}"
             if assistant[i]:
                 text = f"Assistant note: {text} (to check)"
             text = text[0].upper() + text[1:]
-            key, base, extra = _text_key(text), text, 2
+            key, base, extra = text_key(text), text, 2
             while key in used:
                 text = f"{base} #{extra}"
-                key, extra = _text_key(text), extra + 1
+                key, extra = text_key(text), extra + 1
             used.add(key)
             out.append(text)
         return out

@@ -22,7 +22,8 @@ from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal, init
 
 from doxa.data.evidence import Evidence
 from doxa.model.belief_model import belief_model, derive
-from doxa.model.chains import UNSETTLED_CAP, make_chains
+from doxa.model.chains import make_chains
+from doxa.model.settled_first import UNSETTLED_CAP
 from doxa.model.events import EventStream
 from doxa.model.structure import ModelStructure
 

@@ -16,7 +16,10 @@ uniform priors; a slow change rate (half-life two years); reader temperature 1.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from doxa.data.store import Store
 
 # doxa.data.params_document (the contract's type) is imported where a document is built or checked:
 # a belief served from what reads keep beside the store needs neither, and its start-up counts
@@ -44,6 +47,13 @@ DEFAULT_TRUST_BY_TOP_LAYER: dict[str, float] = {
 DEFAULT_TRUST = 0.7
 DEFAULT_HALF_LIFE_DAYS = 730.0
 DEFAULT_CHANGE_RATE = math.log(2.0) / DEFAULT_HALF_LIFE_DAYS
+
+#: The act threshold: a belief whose top answer has at least this probability is flagged
+#: ``act``, else "ask before acting". It is the caller's choice, not fitted, so it lives beside
+#: the document rather than in it: acting on the top answer is wrong with probability
+#: ``1 - p_top``, and below 0.8 that is more than one time in five. Every reader of it (Memory,
+#: ``--act-at`` of the command line, the MCP tools) takes its default from here.
+DEFAULT_ACT_AT = 0.8
 
 
 def default_params() -> dict[str, Any]:
@@ -92,6 +102,16 @@ def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str,
         else:
             merged[key] = value
     return CheckedParams(merged)
+
+
+def published(store: "Store") -> dict[str, Any]:
+    """The document every read of ``store`` uses: its newest published version, checked and filled
+    (:func:`with_defaults`), else :func:`default_params`. A read session of its own unless one is open."""
+    version, body = store.latest_params()
+    if body is None:
+        return default_params()
+    return with_defaults(body, f"published parameter version {version} is malformed (`doxa train` publishes "
+                               "a new one)")
 
 
 def node_chain(path: str) -> list[str]:

@@ -340,19 +340,33 @@ def score(evidence: Evidence, params: dict[str, Any], at: float | None = None, *
     if at is None:
         at = evidence.at
     q, t, like = events(evidence, inputs.likelihood)
-    raw, _, last_t = forward_filter(inputs.prior, inputs.rate, q, t, like, at if np.isfinite(at) else np.inf)
-    raw = apply_rejections(evidence, raw)
-    probs = apply_calibration(params["calibration"], raw) if calibrate else raw
+    state, _, last_t = filter_states(inputs.prior, inputs.rate, q, t, like)
     n_q = len(evidence.questions.ids)
-    return Beliefs(
-        evidence=evidence,
-        probs=probs,
-        raw=raw,
-        n_evidence=np.bincount(evidence.q, minlength=n_q),
-        n_settled=np.bincount(evidence.settle_q, minlength=n_q),
-        last_event=last_t,
-        params_version=params.get("version"),
-    )
+    return beliefs_from_states(evidence, state, inputs.prior, inputs.rate, last_t, at,
+                               params["calibration"] if calibrate else None,
+                               n_evidence=np.bincount(evidence.q, minlength=n_q),
+                               n_settled=np.bincount(evidence.settle_q, minlength=n_q),
+                               params_version=params.get("version"))
+
+
+def beliefs_from_states(evidence: Evidence, state: np.ndarray, prior: np.ndarray, rate: np.ndarray,
+                        last_t: np.ndarray, at: float, calibration: dict[str, Any] | None, *,
+                        n_evidence: np.ndarray, n_settled: np.ndarray, params_version: int | None) -> Beliefs:
+    """Beliefs at ``at`` (days) from the filter states after each question's last event: the
+    one assembly every read ends in, whichever tier the states came from (a kept entry, kept
+    states, or :func:`filter_states` just now; see :mod:`doxa.inference.read.tiers`)::
+
+        b = ρ s + (1 - ρ) π,   ρ = exp(-λ (at - t_last))     (:func:`decay_states`; no decay at a
+                                                              time that is no number: "latest")
+        b_j ← 0 for the answers rejected by ``at``, renormalised  (:func:`apply_rejections`)
+        p = the calibration map of b                           (:func:`apply_calibration`; None: none)
+
+    ``evidence`` supplies the questions and the rejections (those up to ``at``)."""
+    raw = decay_states(state, prior, rate, last_t, at if np.isfinite(at) else np.inf)
+    raw = apply_rejections(evidence, raw)
+    probs = apply_calibration(calibration, raw) if calibration is not None else raw
+    return Beliefs(evidence=evidence, probs=probs, raw=raw, n_evidence=n_evidence, n_settled=n_settled,
+                   last_event=last_t, params_version=params_version)
 
 
 def log_likelihood_ratio(likelihood_row: np.ndarray, j: int, k: int) -> float:

@@ -12,7 +12,7 @@ the states count each source's whole history, see model/independence.py) is
 
 — a vectorised pass over Q × K numbers. A kept state counts only while its parameter
 version is the newest and no evidence of its question (nor a merge, split or undo) came
-after its epoch (:func:`doxa.data.writer.mark_evidence_changed`); any other question, or a
+after its epoch (:func:`doxa.data.bookkeeping.mark_evidence_changed`); any other question, or a
 read at a time before its last event, is filtered from its evidence as before. Both
 paths run the same numpy operations, so they agree to rounding (the property test asks
 1e-12).
@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from doxa.data.evidence import Evidence, QuestionTable
-from doxa.data.store import Store, to_days
+from doxa.data.store import Store
+from doxa.data.times import to_days
 
 from .params import with_defaults
 from . import scorer
@@ -166,13 +167,10 @@ def read_inputs(store: Store, params: dict[str, Any], question_ids: list[str] | 
 
 def beliefs_from_inputs(inputs: ReadInputs, t_query: float) -> scorer.Beliefs:
     """Beliefs at ``t_query`` (days): the kept states decayed to it, rejections, the calibration map."""
-    raw = scorer.decay_states(inputs.state, inputs.prior, inputs.rate, inputs.last_t,
-                              t_query if np.isfinite(t_query) else np.inf)
-    evidence = _only_questions(inputs.questions, inputs.rejections)
-    raw = scorer.apply_rejections(evidence, raw)
-    probs = scorer.apply_calibration(inputs.calibration, raw)
-    return scorer.Beliefs(evidence=evidence, probs=probs, raw=raw, n_evidence=inputs.n_evidence,
-                          n_settled=inputs.n_settled, last_event=inputs.last_t, params_version=inputs.params_version)
+    return scorer.beliefs_from_states(_only_questions(inputs.questions, inputs.rejections), inputs.state,
+                                      inputs.prior, inputs.rate, inputs.last_t, t_query, inputs.calibration,
+                                      n_evidence=inputs.n_evidence, n_settled=inputs.n_settled,
+                                      params_version=inputs.params_version)
 
 
 def beliefs_at(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,

@@ -37,7 +37,7 @@ rebuilds a store from the kept evidence under another set of questions.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,16 +48,13 @@ from .errors import IngestError, Problem
 from .insert import insert_arrow_con
 from .operation_records import OP_TYPES, QuestionMergeRecord, QuestionSplitRecord, UndoRecord
 from .sql import bind
+from .times import utc_now
 from .writer import ExtraWriter
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .session import Session
 
 WITHDRAWN = "withdrawn"
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 # ---------------------------------------------------------------------------- option maps
@@ -210,7 +207,7 @@ class OrganizerWriter(ExtraWriter):
         effects = dict(effects, seq=int(seq))
         body = json.dumps({"record": _record_json(rec), "effects": effects}, sort_keys=True)
         _rows(con, "INSERT INTO organizer_ops (id, op, body, done_by, done_at, undone) VALUES (?, ?, ?, ?, ?, false)",
-              [op_id, op, body, rec.by, rec.at or _utc_now()])
+              [op_id, op, body, rec.by, rec.at or utc_now()])
 
     def _run(self, con, rec) -> int:
         if isinstance(rec, QuestionMergeRecord):
@@ -447,7 +444,7 @@ OPERATION_WRITERS = {type_name: ORGANIZER_WRITER for type_name in OP_TYPES}
 
 # ---------------------------------------------------------------------------- reading back
 @in_read_session
-def operations(store: "Store") -> list[dict[str, Any]]:
+def operations(store: "Session") -> list[dict[str, Any]]:
     """Every organizer operation in the order done: id, op, by, at, undone, and the record."""
     rows = store.con.execute(
         "SELECT id, op, body, done_by, done_at, undone FROM organizer_ops").fetchall()

@@ -1,0 +1,355 @@
+"""The organizer's verbs: `merge`, `split`, `undo`, `ops`, `replay`, and `organizer-instructions`.
+
+`merge`, `split` and `undo` record an organizer operation on the questions (and `ops` lists them);
+`replay` rebuilds a store under another set of questions; `organizer-instructions` shows and
+versions the text the organizer follows. Registered by cli/main.py through :func:`register`.
+Every import beyond typer and doxa.cli happens inside a command, so `doxa belief` starts no
+slower for them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from doxa.cli.common import answers_text, emit_json, fail, guarded, json_lines, markup_safe as _e, open_memory, \
+    utf8_input
+from doxa.cli.console import console
+from doxa.cli.options import Commands, DbOption, JsonOption, by_option, flag, limit_option
+from doxa.cli.terminal import printable
+
+ByOption = by_option("Who does this (recorded with the operation).")
+
+#: `doxa organizer-instructions …`: the organizer's instructions, one sub-command per verb.
+instructions = Commands(help="The organizer's instructions: a versioned text in the store (show, set, "
+                             "history, diff, rollback).", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    for command in (merge, split, undo, ops, replay):
+        app.command()(command)
+    app.add_typer(instructions, name="organizer-instructions")
+
+
+# ---------------------------------------------------------------------------- operations on questions
+def merge(
+    duplicate: str = typer.Argument(..., help="The duplicate question: it becomes status 'merged'."),
+    into: str = typer.Option(..., "--into", help="The question it joins: it keeps the evidence of both."),
+    option_map: Optional[str] = typer.Option(
+        None, "--map", help="Duplicate's option=kept question's option, comma-separated "
+                            "(same-named options map by themselves)."),
+    op_id: Optional[str] = typer.Option(None, "--id", help="Operation id (default: merge-DUP-into-INTO)."),
+    by: str = ByOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Merge a duplicate question into another; `doxa undo OP` reverses it exactly."""
+
+    mem = open_memory(db)
+    record = {"type": "question_merge", "id": op_id or _new_op_id(mem.store, f"merge-{duplicate}-into-{into}"),
+              "into": into, "from": duplicate, "by": by}
+    mapping = _pairs(option_map, "--map")
+    if mapping:
+        record["option_map"] = mapping
+    _apply(mem, record, [into], as_json)
+
+
+def split(
+    question: str = typer.Argument(..., help="The question to split: it becomes status 'split'."),
+    into: str = typer.Option(..., "--into", help="JSON Lines file of the new question records."),
+    assign: Optional[str] = typer.Option(
+        None, "--assign", help="MESSAGE=NEW_QUESTION pairs, comma-separated: carry that message's "
+                               "readings to the new question."),
+    option_map: Optional[list[str]] = typer.Option(
+        None, "--map", help="NEW_QUESTION:old=new,old=new (repeatable); same-named options map by themselves."),
+    readings: Optional[str] = typer.Option(None, "--readings",
+                                           help="JSON Lines file of new reading records for the new questions."),
+    op_id: Optional[str] = typer.Option(None, "--id", help="Operation id (default: split-QUESTION)."),
+    by: str = ByOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Split one question into several; readings follow --assign and --readings."""
+
+    mem = open_memory(db)
+    new_questions = _read_jsonl(into, "a question record")
+    if not new_questions:
+        fail(f"{into} holds no question records: a split needs the new questions")
+    assigned: dict[str, list[str]] = {}
+    for message, target in _pairs(assign, "--assign").items():
+        assigned.setdefault(message, []).append(target)
+    maps: dict[str, dict[str, str]] = {}
+    for item in option_map or []:
+        if ":" not in item:
+            fail(f"--map {item!r}: write NEW_QUESTION:old=new,old=new", 2)
+        qid, pairs = item.split(":", 1)
+        maps[qid.strip()] = _pairs(pairs, "--map")
+    record = {"type": "question_split", "id": op_id or _new_op_id(mem.store, f"split-{question}"),
+              "question": question, "into": new_questions, "assign": assigned, "by": by}
+    if maps:
+        record["option_map"] = maps
+    if readings:
+        record["readings"] = _read_jsonl(readings, "a reading record")
+    _apply(mem, record, [q.get("id") for q in new_questions], as_json)
+
+
+def undo(
+    op: str = typer.Argument(..., help="The operation to undo (`doxa ops` lists them)."),
+    by: str = ByOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Reverse one organizer operation exactly (a later one that depends on it must be undone first)."""
+    from doxa.data.question_ops import operations
+
+    mem = open_memory(db)
+    target = next((o for o in operations(mem.store) if o["id"] == op), None)
+    if target is None:
+        fail(f"no organizer operation {op!r}: `doxa ops` lists them")
+    _apply(mem, {"type": "undo", "op": op, "by": by}, target["questions"], as_json)
+
+
+def ops(
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Every organizer operation (merge, split, undo): who, when, and whether it was undone."""
+    from doxa.data.question_ops import operations
+
+    mem = open_memory(db)
+    found = operations(mem.store)
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        typer.echo("No organizer operations yet.")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(found)} organizer operation(s)")
+    for name in ("id", "op", "questions", "by", "at", "undone"):
+        table.add_column(name, overflow="fold")
+    for o in found:
+        what = ", ".join(o["questions"]) if o["op"] != "undo" else f"undoes {o['record'].get('op')}"
+        table.add_row(_e(o["id"]), o["op"], _e(what), _e(o["by"]), f"{o['at']:%Y-%m-%d %H:%M}",
+                      "yes" if o["undone"] else "")
+    console().print(table)
+
+
+def replay(
+    questions: str = typer.Argument(..., help="JSON Lines file of the question records to rebuild under."),
+    to: str = typer.Option(..., "--to", help="Path of the new store (must not exist)."),
+    from_map: Optional[str] = typer.Option(
+        None, "--from", help="NEW_ID=OLD_ID pairs, comma-separated: carry an old question's readings "
+                             "to a new id (default: the same id)."),
+    read: bool = flag(False, "--read", "Have the configured reader read kept messages for "
+                                       "new questions nothing carried to."),
+    limit: int = limit_option(20, min=1, help="With --read: messages read per question."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Rebuild a store from the kept evidence under another set of questions."""
+    from doxa.data.replay import replay as run
+    from doxa.inference.read.memory import Memory
+
+    mem = open_memory(db)
+    records = _read_jsonl(questions, "a question record")
+    target, report = guarded(lambda: run(mem.store, to, records, from_questions=_pairs(from_map, "--from")))
+    if read and report["unread"]:
+        from doxa.inference.agent.ask import NO_READER_HINT, read_question
+        from doxa.inference.agent.readers import reader_from_env
+
+        reader = reader_from_env()
+        if reader is None:
+            target.close()
+            fail(NO_READER_HINT.format(question="the new questions"))
+        new_mem = Memory(target)
+        report["read"] = {}
+        for qid in report["unread"]:
+            result = guarded(lambda: read_question(new_mem, qid, reader, limit=limit))
+            report["read"][qid] = len(result.readings)
+    target.close()
+    if as_json:
+        emit_json(report)
+        return
+    typer.echo(f"Rebuilt {printable(to)}: {report['questions']} question(s); copied "
+               + ", ".join(f"{n} {t}" for t, n in report["copied"].items()))
+    for qid, n in report["carried_readings"].items():
+        read_n = report.get("read", {}).get(qid)
+        extra = f", {read_n} read now" if read_n is not None else ""
+        typer.echo(f"  {printable(qid)}: {n} reading(s) carried{extra}")
+    if report["unread"] and not read:
+        typer.echo("Nothing carried to: " + printable(", ".join(report["unread"]))
+                   + ". Run again with --read (and a reader configured) to read kept messages for them.")
+
+
+def _pairs(text: Optional[str], what: str) -> dict[str, str]:
+    """'a=b,c=d' → {'a': 'b', 'c': 'd'}."""
+
+    out: dict[str, str] = {}
+    for piece in (text or "").split(","):
+        if not piece.strip():
+            continue
+        if "=" not in piece:
+            fail(f"{what}: {piece!r} is not OLD=NEW; write e.g. {what} 'yes=vegetarian,no=eats fish'", 2)
+        old, new = piece.split("=", 1)
+        out[old.strip()] = new.strip()
+    return out
+
+
+def _read_jsonl(path: str, what: str) -> list[dict]:
+
+    records = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, value, problem in json_lines(handle):
+                if problem:
+                    fail(f"{path} line {number}: {problem}: {what} is one JSON object a line")
+                if not isinstance(value, dict):
+                    fail(f"{path} line {number}: expected a JSON object")
+                records.append(value)
+    except FileNotFoundError:
+        fail(f"no such file: {path}")
+    return records
+
+
+def _new_op_id(store, base: str) -> str:
+    from doxa.data.question_ops import operations
+
+    taken = {op["id"] for op in operations(store)}
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def _apply(mem, record: dict, show: list[str], as_json: bool) -> None:
+    """Ingest one organizer record and show the beliefs it touched."""
+
+    added = guarded(lambda: mem.ingest([record]))
+    active = [q for q in show if q and _active(mem, q)]
+    beliefs = mem.beliefs(question_ids=active) if active else []
+    op = record.get("id") or f"undo:{record['op']}"
+    if as_json:
+        emit_json({"op": op, "record": record, "added": added, "beliefs": [b.to_dict() for b in beliefs]})
+        return
+    con = console()
+    verb = {"question_merge": "Merged", "question_split": "Split", "undo": "Undid"}[record["type"]]
+    what = record.get("from") or record.get("question") or record.get("op")
+    if not added:
+        con.print(f"Nothing to do: operation {_e(repr(op))} is already recorded.")
+    else:
+        con.print(f"{verb} {_e(what)} (operation [bold]{_e(op)}[/]; `doxa undo {_e(op)}` reverses it)."
+                  if record["type"] != "undo" else f"{verb} {_e(what)}.")
+    for b in beliefs:
+        con.print(f"  {_e(b.question)}: {_e(answers_text(b.answers))}" + ("" if b.act else "  [yellow]ask[/]"))
+
+
+def _active(mem, question_id: str) -> bool:
+    try:
+        return mem.store.question(question_id)["status"] == "active"
+    except Exception:
+        return False
+
+
+# ---------------------------------------------------------------------------- organizer-instructions
+@instructions.command("show")
+def show_instructions(version: Optional[int] = typer.Option(None, "--version",
+                                                            help="An older version (default: current)."),
+                      db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """Print the instructions the organizer follows now (or an older version)."""
+    from doxa.data import organizer_instructions
+
+    mem = open_memory(db, must_exist=False)
+    found = guarded(lambda: organizer_instructions.get(mem.store, version) if version
+                    else organizer_instructions.current(mem.store))
+    if as_json:
+        emit_json(found.to_dict())
+        return
+    typer.echo(f"# organizer instructions, version {found.version} (set {found.set_at:%Y-%m-%d %H:%M} by "
+               f"{printable(found.set_by)}{': ' + printable(found.note) if found.note else ''})")
+    typer.echo(printable(found.text, multiline=True), nl=not found.text.endswith("\n"))
+
+
+@instructions.command("set")
+def set_instructions(file: Optional[str] = typer.Argument(None, help="A text file with the new instructions "
+                                                                     "(- for stdin)."),
+                     default: bool = flag(False, "--default", help="Adopt this doxa's built-in text."),
+                     note: str = typer.Option("", "--note", help="Why (kept with the version)."),
+                     by: str = by_option("Who sets it."),
+                     db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """Make a new version of the instructions (the old ones stay: `rollback` returns to one)."""
+    from doxa.data import organizer_instructions
+
+    if (file is None) == (not default):
+        fail("give a FILE with the new text, or --default for the built-in one", 2)
+    if default:
+        text = organizer_instructions.built_in_text(organizer_instructions.ORGANIZER)
+    else:
+        try:
+            with utf8_input(file):
+                text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
+        except FileNotFoundError:
+            fail(f"no such file: {file}")
+    mem = open_memory(db, must_exist=False)
+    found, added = guarded(lambda: organizer_instructions.set_text(mem.store, text, by=by, note=note))
+    if as_json:
+        emit_json({"added": added, "current": found.to_dict()})
+    elif added:
+        typer.echo(f"Organizer instructions: version {found.version} is current "
+                   f"(`doxa organizer-instructions diff {found.version - 1} {found.version}` shows the change).")
+    else:
+        typer.echo(f"Unchanged: version {found.version} already has this text.")
+
+
+@instructions.command("history")
+def instructions_history(db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """Every version: when, by whom, why, and how many questions it created."""
+    from doxa.data import organizer_instructions
+
+    mem = open_memory(db, must_exist=False)
+    versions = organizer_instructions.history(mem.store)
+    made = organizer_instructions.questions_by_version(mem.store)
+    if as_json:
+        emit_json([dict(v.to_dict(), questions_created=made.get(v.version, 0)) for v in versions])
+        return
+    for v in versions:
+        typer.echo(f"v{v.version}  {v.set_at:%Y-%m-%d %H:%M}  {printable(v.set_by)}  "
+                   f"{made.get(v.version, 0)} question(s)" + (f"  — {printable(v.note)}" if v.note else ""))
+
+
+@instructions.command("diff")
+def instructions_diff(old: int = typer.Argument(..., help="Version to compare from."),
+                      new: int = typer.Argument(..., help="Version to compare to."),
+                      db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """The change between two versions, as a unified diff."""
+    from doxa.data import organizer_instructions
+
+    mem = open_memory(db, must_exist=False)
+    text = guarded(lambda: organizer_instructions.diff(mem.store, old, new))
+    if as_json:
+        emit_json({"from": old, "to": new, "diff": text})
+    else:
+        typer.echo(printable(text, multiline=True) or f"Versions {old} and {new} have the same text.",
+                   nl=not text.endswith("\n"))
+
+
+@instructions.command("rollback")
+def roll_back_instructions(version: int = typer.Argument(..., help="The version whose text becomes current again."),
+                           by: str = by_option("Who rolls back."),
+                           db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """Make an older version's text current again, as a new version (history is kept)."""
+    from doxa.data import organizer_instructions
+
+    mem = open_memory(db, must_exist=False)
+    found, added = guarded(lambda: organizer_instructions.roll_back(mem.store, version, by=by))
+    if as_json:
+        emit_json({"added": added, "current": found.to_dict()})
+    elif added:
+        typer.echo(f"Rolled back: version {found.version} has the text of version {version}.")
+    else:
+        typer.echo(f"Unchanged: the current version already has the text of version {version}.")

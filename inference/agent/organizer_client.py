@@ -1,0 +1,212 @@
+"""The organizer's model client: a model decides which questions a new message bears on (docs/design.md §7:
+the model decides what is worth knowing).
+
+:class:`Organizer` is the interface; :class:`OpenAIChatOrganizer` asks any OpenAI-compatible
+chat-completions server (llama.cpp, vLLM, Ollama, hosted APIs) with an :class:`~.organizer_schema.OrganizerRequest`
+and returns its :class:`~.organizer_schema.OrganizerOutput` (what is shown and answered, and how a reply is
+read, are in :mod:`.organizer_schema`). It sends the output's JSON schema, narrowed to the message
+(links only to the questions shown), as ``response_format`` where the server takes it: llama.cpp,
+llama-cpp-python and vLLM turn it into a grammar, so even a small model's reply parses and
+names no question that does not exist. There are two forms of the field (OpenAI's
+``json_schema``, and the ``json_object`` with a ``schema`` that llama-cpp-python takes); a server
+that refuses one is asked in the next form, then without any, and that is remembered.
+Without a schema the reply is parsed as strict JSON after a light repair (code fences, prose
+around the object, trailing commas); a reply that still does not parse or validate is sent
+back once with what was wrong, and a second failure is an :class:`OrganizerError`. Local models
+break structured output often; one retry fixes most of it, more rarely help.
+
+The instructions (the system prompt) are not in this module: they are a versioned text in the
+store (``doxa organizer-instructions``), passed in by the caller.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from pydantic import ValidationError
+
+from .llm_http import ORGANIZER_ENV, ChatClient
+from .organizer_schema import OrganizerOutput, OrganizerRequest, check_output, parse_reply, validation_problems
+
+ENV_STRUCTURED = "DOXA_ORGANIZER_STRUCTURED"
+#: how the reply's schema may be sent (OpenAIChatOrganizer.structured)
+STRUCTURED_FORMS = ("auto", "schema", "object", "none")
+
+
+class OrganizerError(RuntimeError):
+    """The organizer gave no usable answer; the message says what went wrong and what to change."""
+
+    status: int | None = None
+
+
+@dataclass
+class Organized:
+    """An organizer's answer for one message, with how it was got."""
+
+    output: OrganizerOutput
+    calls: int = 1
+    repaired: bool = False
+    retried: bool = False
+
+
+class Organizer(abc.ABC):
+    """Decides which questions a message bears on. Subclasses set ``name`` and implement :meth:`organize`."""
+
+    name: str = "organizer"
+
+    @abc.abstractmethod
+    def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
+        """The links, new questions, subjects and relations for ``request``, following ``instructions``.
+
+        The output returned has been through :func:`check_output`: every link is a question shown,
+        every subject of a new question or relation is known or new. Raises :class:`OrganizerError`."""
+
+
+@dataclass
+class OpenAIChatOrganizer(ChatClient, Organizer):
+    """The organizer over an OpenAI-compatible chat-completions server.
+
+    ``structured``: how the message's JSON schema (:meth:`OrganizerOutput.response_schema`) is sent.
+    ``"schema"``: as ``response_format`` ``{"type": "json_schema", …}`` (OpenAI, vLLM, llama.cpp's
+    own server); ``"object"``: as ``{"type": "json_object", "schema": …}``, the form
+    llama-cpp-python's server turns into a grammar (it answers the first form with HTTP 500);
+    ``"none"``: not at all (strict JSON, repair and one retry only); ``"auto"`` tries them in that
+    order, stepping down for good when a server refuses a form. ``max_tokens`` bounds the reply (a reply cut off there is
+    asked again once). Transport failures are retried as the reader's are (:mod:`.llm_http`). The
+    connection settings and :meth:`from_env` are :class:`.ChatClient`'s; the organizer waits longer.
+    """
+
+    timeout_s: float = 120.0
+    retries: int = 2
+    max_tokens: int = 768
+    structured: Literal["auto", "schema", "object", "none"] = "auto"  # one of STRUCTURED_FORMS
+
+    names = ORGANIZER_ENV
+    role = "organizer"
+    error = OrganizerError
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.structured not in STRUCTURED_FORMS:
+            raise ValueError(f"structured is one of {', '.join(STRUCTURED_FORMS)}, not {self.structured!r}")
+        #: the forms of response_format still to try, the one in use first
+        self._formats: list[str] = {"auto": ["json_schema", "json_object"], "schema": ["json_schema"],
+                                    "object": ["json_object"], "none": []}[self.structured]
+
+    @property
+    def response_format(self) -> str | None:
+        """The form of ``response_format`` sent now: ``json_schema``, ``json_object`` or None."""
+        return self._formats[0] if self._formats else None
+
+    def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
+        messages = [{"role": "system", "content": instructions}, {"role": "user", "content": request.prompt()}]
+        before = self.endpoint.requests
+        schema = OrganizerOutput.response_schema(request)
+        content, finish = self._complete(messages, schema)
+        output, problems, repaired = self._read(content, finish, request)
+        retried = False
+        if problems:
+            retried = True
+            messages += [{"role": "assistant", "content": content},
+                         {"role": "user", "content": "Your reply could not be used:\n- " + "\n- ".join(problems)
+                          + "\nReply again with only the corrected JSON object, in the format given."}]
+            content, finish = self._complete(messages, schema)
+            output, problems, repaired = self._read(content, finish, request)
+        if problems:
+            raise OrganizerError(
+                f"organizer server {self.endpoint.chat_url}: no usable answer after one retry: "
+                + "; ".join(problems[:4]) + f". Reply began: {content[:160]!r}. Use an instruction-tuned model "
+                "that follows a JSON format, or a server that turns a response_format schema into a grammar (llama.cpp, vLLM)"
+                + (", or raise max_tokens" if finish == "length" else "") + ".")
+        assert output is not None
+        return Organized(output=output, calls=self.endpoint.requests - before, repaired=repaired, retried=retried)
+
+    # -- one completion ----------------------------------------------------------
+    def _body(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": self.max_tokens}
+        if self.model:
+            body["model"] = self.model
+        if self.response_format == "json_schema":
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "doxa_organizer", "strict": True, "schema": schema}}
+        elif self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        body.update(self.extra_body)
+        return body
+
+    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> tuple[str, str]:
+        while True:
+            try:
+                answer = self.endpoint.post(self._body(messages, schema))
+                break
+            except OrganizerError as err:
+                status, detail = getattr(err, "status", None), getattr(err, "detail", "") or ""
+                # refused outright (400, 422), or an error that names the field (llama-cpp-python answers 500)
+                refused = self.response_format is not None and (status in (400, 422) or (
+                    status is not None and ("response_format" in detail or "json_schema" in detail)))
+                if not (refused and self.structured == "auto"):
+                    raise
+                self._formats.pop(0)  # this server does not take that form: the next one from now on
+        where = f"organizer server {self.endpoint.chat_url}"
+        if not isinstance(answer, dict):
+            raise OrganizerError(f"{where}: reply is not a JSON object: {str(answer)[:200]!r}")
+        choices = answer.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            if "error" in answer:
+                raise OrganizerError(f"{where}: server returned an error: {str(answer['error'])[:300]}")
+            raise OrganizerError(f"{where}: reply has no choices: {json.dumps(answer)[:300]}. "
+                                 "Check that the URL is an OpenAI-compatible /v1 endpoint.")
+        message = choices[0].get("message") or {}
+        refusal = message.get("refusal")
+        if refusal:
+            raise OrganizerError(f"{where}: the model refused: {str(refusal)[:300]!r}. Nothing was stored; use "
+                                 "another model, or change the organizer's instructions (doxa organizer-instructions).")
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = ""
+        return content, str(choices[0].get("finish_reason") or "")
+
+    def _read(self, content: str, finish: str, request: OrganizerRequest
+              ) -> tuple[OrganizerOutput | None, list[str], bool]:
+        value, problem, repaired = parse_reply(content)
+        if value is None:
+            if finish == "length":
+                problem = f"the reply was cut off at {self.max_tokens} tokens before the JSON object ended; be shorter"
+            return None, [problem], False
+        try:
+            output = OrganizerOutput.model_validate(value)
+        except ValidationError as err:
+            return None, validation_problems(err), repaired
+        clean, problems = check_output(output, request)
+        return (None if problems else clean), problems, repaired
+
+
+    @classmethod
+    def settings_from_env(cls, env: Mapping[str, str]) -> dict[str, Any]:
+        """``DOXA_ORGANIZER_STRUCTURED`` (auto, schema, object or none; default auto): how the reply's schema is sent."""
+        structured = (env.get(ENV_STRUCTURED) or "").strip().lower()
+        if not structured:
+            return {}
+        if structured not in STRUCTURED_FORMS:
+            raise OrganizerError(f"{ENV_STRUCTURED} is {env.get(ENV_STRUCTURED)!r}: set it to one of "
+                                 f"{', '.join(STRUCTURED_FORMS)} (or unset it for auto)")
+        return {"structured": structured}
+
+
+def organizer_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Organizer | None:
+    """The organizer configured in the environment, or None.
+
+    ``DOXA_ORGANIZER_URL`` / ``DOXA_ORGANIZER_MODEL`` / ``DOXA_ORGANIZER_KEY``, each defaulting to
+    the reader's (``DOXA_READER_URL`` / ``_MODEL`` / ``_KEY``): one server can do both jobs.
+    ``DOXA_ORGANIZER_STRUCTURED`` (auto, schema, object or none; default auto) picks how the reply's
+    schema is sent (:class:`OpenAIChatOrganizer`). Keyword arguments go to
+    :class:`OpenAIChatOrganizer` and override the environment (:meth:`OpenAIChatOrganizer.from_env`).
+    """
+    return OpenAIChatOrganizer.from_env(env, **kwargs)
+
+
+__all__ = ["Organizer", "OpenAIChatOrganizer", "OrganizerError", "Organized", "organizer_from_env",
+           "ENV_STRUCTURED", "STRUCTURED_FORMS"]
