@@ -330,7 +330,7 @@ def trust_table(params: dict[str, Any], world, limit: int = 25) -> list[dict[str
     t = world.truth
     parents = {node.rsplit("/", 1)[0] for node in t.node_trust if "/" in node}
     rows = []
-    for node in parents:
+    for node in sorted(parents):  # by name first, so nodes with equal counts keep one order from run to run
         if node.startswith("assistant") or node not in t.node_trust:
             continue
         used, where = trust_for_source(params, node, None)
