@@ -1,8 +1,8 @@
 """A start-up fast path for `doxa belief`, the command an agent calls once per question.
 
-typer (with pydantic, which it uses to coerce arguments) costs ~0.2 s to import and
-set up, and even argparse ~1.5 ms (a tenth of what a belief kept beside the store costs
-to compute); `doxa belief` has a start-up budget measured against a bare
+typer (with pydantic, which it uses to coerce arguments) costs more to import and set up
+than the whole read, and even argparse a tenth of what a belief kept beside the store costs
+to compute (docs/measurements/2026-12-code-choices.md); `doxa belief` has a start-up budget measured against a bare
 `python -c "import duckdb, numpy"`. So the plain forms of `belief` (one question, and
 ``--at``, ``--act-at``, ``--db``, ``--json``, as ``--opt value`` or ``--opt=value``) are read here
 and go to the very same function the typer command calls; anything else (``--help``, a typo,

@@ -1,7 +1,7 @@
 """What one question's belief is computed from, kept beside the store for reads that need not open it.
 
-`doxa belief` is a fresh process per question, and opening DuckDB alone costs ~15 ms (even for
-``:memory:``) of a ~145 ms interpreter start. So a belief read leaves, in ``<store>.beliefs/``,
+`doxa belief` is a fresh process per question, and opening DuckDB alone is a tenth of the
+interpreter's start, even for ``:memory:`` (figures: docs/measurements/2026-12-code-choices.md). So a belief read leaves, in ``<store>.beliefs/``,
 the inputs of its question's belief (the kept filter state, prior, change rate, rejections,
 calibration: :mod:`doxa.inference.read.states` says what) tagged with the store's
 *generation*; a later read of that question finds them there and computes its belief without
@@ -36,7 +36,7 @@ this writer sees that mark and keeps nothing, or that write, coming later, chang
 Entries are plain files replaced atomically; a missing, torn or foreign one is a miss. The
 folder holds at most one file per question ever read or written this way.
 
-Names carry no hash (a fresh `doxa belief` would pay ~3 ms to import hashlib): links list the
+Names carry no hash (a fresh `doxa belief` would pay for importing hashlib): links list the
 question ids themselves, and an entry is named by its id's bytes in hex (a long id by its
 SHA-256). The generation file is ``generation-2``: the layout before it named entries and
 keyed links by SHA-1 and kept ``generation``. A process of either layout never trusts the

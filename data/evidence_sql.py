@@ -91,7 +91,7 @@ def _scope(active_ids: np.ndarray, column: str) -> tuple[str, list[Any]]:
     if len(active_ids) == 0:
         return "false", []
     # a semi-join against the unnested list: list_contains, or an IN list of literals, plans and
-    # runs several times slower for a hundred ids (measured: 20 ms against 4.5 ms for 300)
+    # runs several times slower for a hundred ids (docs/measurements/2026-12-code-choices.md)
     return f"{column} IN (SELECT unnest(?))", [active_ids.tolist()]
 
 

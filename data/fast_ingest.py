@@ -334,9 +334,9 @@ class _Shard:
     """One worker's share of a stage: rows proved in a private in-memory DuckDB on one thread,
     written out in bulk to its own file every :data:`FLUSH_LINES` lines (so memory stays bounded).
 
-    Separate databases, not cursors of one: measured on two cores, two blocks proved on two
-    cursors of one file took 1.0 s, on two in-memory databases of one thread each 0.64 s (one
-    block alone: 0.6 s). Shared files serialise their appends; a second thread per query only
+    Separate databases, not cursors of one: on two cores, two blocks proved on two cursors of
+    one file take half as long again as on two in-memory databases of one thread each, which
+    take about what one block alone takes (docs/measurements/2026-12-code-choices.md). Shared files serialise their appends; a second thread per query only
     competes with the other worker."""
 
     def __init__(self, path: str):

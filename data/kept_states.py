@@ -54,7 +54,7 @@ def questions_changed_since(store: "Session", epoch: int) -> list[str] | None:
 
 
 # ``{scope}`` filters both tables before the join: filtered after it, a join over every
-# question's epoch costs ~20 ms of a one-question read (2 ms this way)
+# question's epoch costs ten times as much in a one-question read (docs/measurements/2026-12-code-choices.md)
 _VALID_STATES = """
     SELECT hash(b.question) AS h, b.state, octet_length(b.state) // 8 AS width,
            coalesce(b.last_t, 'NaN'::DOUBLE) AS last_t, b.n_evidence, b.n_settled

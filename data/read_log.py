@@ -126,7 +126,7 @@ def matrix_table(question_ids: np.ndarray, asked_at: datetime, probs: np.ndarray
     stamp = lambda moment: buffer_array(  # noqa: E731
         np.full(n, np.datetime64(moment, "us").astype(np.int64)), pa.timestamp("us"))
     return pa.Table.from_arrays(
-        # from a list, Arrow converts the ids in C (~15 ms for 100,000; encoding them here took ~100 ms)
+        # from a list, Arrow converts the ids in C, several times faster than encoding them here
         [pa.array(np.asarray(question_ids, dtype=object).tolist(), pa.string()),
          stamp(asked_at), stamp(utc_now()),
          pa.ListArray.from_arrays(buffer_array(offsets, pa.int32()), buffer_array(rounded[mask], pa.float64())),

@@ -17,7 +17,7 @@ def sql_literal(value: Any) -> str:
     """A SQL literal for ``value``: the one place doxa turns a value into SQL text.
 
     The read path inlines its few parameters instead of binding them: DuckDB's Python
-    parameter binding imports pandas (0.5 s), which would triple `doxa belief`'s start-up.
+    parameter binding imports pandas, which would triple `doxa belief`'s start-up.
     Any text round-trips exactly (tests/test_sql_quoting.py feeds it arbitrary strings):
     quotes are doubled, and NUL, which ends a string inside DuckDB's parser, is spliced
     in with ``chr(0)``.

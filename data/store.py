@@ -357,9 +357,9 @@ class Store:
     def use_one_thread(self, one: bool) -> None:
         """Run DuckDB on one thread (small reads) or on all cores (bulk work).
 
-        A few questions' reads cost less on one thread than the threads' start-up (−40%
-        wall measured); switching back and forth costs more again (each ``RESET threads``
-        restarts the pool, ~1 ms on the next query), so the setting stays until bulk work
+        A few questions' reads cost less on one thread than the threads' start-up; switching
+        back and forth costs more again (each ``RESET threads`` restarts the pool on the next
+        query; figures: docs/measurements/2026-12-code-choices.md), so the setting stays until bulk work
         asks for the cores.
         """
         if one != self._one_thread:
@@ -396,15 +396,15 @@ class Store:
         import pyarrow.compute as pc  # lazy: the bulk path only (`doxa belief` never loads pyarrow)
 
         where = "" if include_inactive else "WHERE status = 'active'"
-        # sorted and converted by Arrow: a third of what DuckDB's ORDER BY and fetchnumpy cost here
-        # (55 against 95 ms for 100,000); both order strings by their UTF-8 bytes, as the evidence does
+        # sorted and converted by Arrow: cheaper than DuckDB's ORDER BY and fetchnumpy here
+        # (docs/measurements/2026-12-code-choices.md); both order strings by their UTF-8 bytes, as the evidence does
         table = self.execute(
             f"SELECT id, hash(id) AS h, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where}"
         ).to_arrow_table()
         table = table.take(pc.sort_indices(table["id"]))
         cols = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
         # questions of one kind mostly share their options: fetch each distinct list once
-        # (100,000 per-question lists cost ~0.3 s to bring into Python)
+        # (one list per question costs far more to bring into Python)
         group_hash, group_of = np.unique(np.asarray(cols["g"], dtype=np.uint64), return_inverse=True)
         groups = self.execute(
             f"""SELECT DISTINCT ON (hash(kind, options)) hash(kind, options) AS g, options,
@@ -502,7 +502,7 @@ class Store:
 
         On disk the rows go to a side file (:mod:`doxa.data.read_log`): a read never waits
         for the write lock, and the next writer folds the file into ``reads``. A literal
-        INSERT in memory: any Arrow or pandas hand-over imports pandas (~0.5 s), too dear
+        INSERT in memory: any Arrow or pandas hand-over imports pandas, too dear
         for the few reads of a `doxa belief`; many reads go through :meth:`log_belief_matrix`.
         """
         if not rows:
@@ -653,7 +653,7 @@ class Store:
 
         Also the moment from which kept states may be read: they count every source's whole
         history, and a read before this may find a source with less history then. Both maxima
-        come from DuckDB's column statistics (~1.5 ms on the 1M store)."""
+        come from DuckDB's column statistics, without a scan."""
         row = self.con.execute(
             "SELECT greatest((SELECT max(sent_at) FROM messages), (SELECT max(settled_at) FROM settlements))"
         ).fetchone()

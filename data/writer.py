@@ -58,7 +58,7 @@ def _existing(con, table: str, ids: set[str], columns: str = "id") -> dict[str, 
         return {}
     rows = con.execute(
         # IN (SELECT unnest) is a hash semi-join; list_contains scans the list for every row
-        # (500 ids against a 1M-row table: 1.9 s instead of 0.03 s)
+        # (docs/measurements/2026-12-code-choices.md: sixty times slower on a large table)
         f"SELECT id, {columns} FROM {table} WHERE id IN (SELECT unnest(?::VARCHAR[]))", [sorted(ids)]
     ).fetchall()
     return {r[0]: tuple(r[1:]) for r in rows}

@@ -13,7 +13,7 @@ class Adam:
 
     ``m ← β₁m + (1-β₁)g``, ``v ← β₂v + (1-β₂)g²``, ``θ ← θ - lr·(m/(1-β₁ᵗ)) / (√(v/(1-β₂ᵗ)) + ε)``:
     the same update as ``torch.optim.Adam`` with its defaults. Written out because the
-    first ``torch.optim`` step imports ``torch._dynamo``, 1.5–6 s of every ``doxa train``
+    first ``torch.optim`` step imports ``torch._dynamo``, seconds of every ``doxa train``
     process, for features (compilation, fused kernels) a few small tensors do not need.
     """
 
