@@ -186,12 +186,12 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
                 f"({absent} OR ({t} = 'VARCHAR' AND {_name_ok(s)}))")
     if kind == "reader_version":
         return f"coalesce({s}, '')", f"({absent} OR ({t} = 'VARCHAR' AND ({s} = '' OR {_name_ok(s)})))"
-    if kind in ("text", "text_nonempty"):
+    if kind in ("text", "text_nonempty"):  # held to the text rule
         nonempty = f" AND NOT regexp_matches({s}, {sql_literal(BLANK_TEXT)})" if kind == "text_nonempty" else ""
-        return s, f"({t} = 'VARCHAR' AND length({s}) <= {models.MAX_TEXT_CHARS}{nonempty})"
+        return s, f"({t} = 'VARCHAR' AND {rule.sql(s)}{nonempty})"
     if kind == "text_opt":
         return (f"CASE WHEN {t} = 'VARCHAR' THEN {s} END",
-                f"({null} OR ({t} = 'VARCHAR' AND length({s}) <= {models.MAX_TEXT_CHARS}))")
+                f"({null} OR ({t} = 'VARCHAR' AND {rule.sql(s)}))")
     if kind in ("time", "time_opt"):
         offset = (f"CASE WHEN {s} LIKE '%Z' THEN 0 "
                   f"WHEN regexp_matches({s}, '[+-][0-9][0-9]:[0-9][0-9]$') THEN "
@@ -205,9 +205,9 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
         c = c or value
         proof = f"({t} = 'VARCHAR' AND {c} IS NOT NULL AND year({c}) BETWEEN 1001 AND 9998)"
         return value, (f"({null} OR {proof})" if kind == "time_opt" else proof)
-    if kind == "mass":  # a reading's unclear, unrelated, one_off: a JSON number, 0 when absent
+    if kind == "mass":  # a reading's unclear, unrelated, one_off: a JSON number, 0 when absent, the mass rule
         value = f"coalesce(CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END, 0.0)"
-        return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {c or value} BETWEEN 0.0 AND 1.0))"
+        return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {rule.sql(c or value)}))"
     if kind in ("number_opt", "int_opt"):  # trust, p_before; params_version, instructions_version: a JSON
         # number (an integer, in a schema INTEGER) or null, within the field's rule
         types, cast = (_NUMBER_TYPES, "DOUBLE") if kind == "number_opt" else (_INT_TYPES, "INTEGER")
@@ -278,10 +278,18 @@ def _check_specs() -> None:
         model = models.RECORD_TYPES[type_name]
         declared = {f.alias or n for n, f in model.model_fields.items()} - {"type"}
         assert declared == {f.key for f in fields}, (type_name, declared ^ {f.key for f in fields})
-    # every rule is proved here by its own SQL predicate: on a field whose kind runs it
+    # every rule is proved here by its own SQL predicate: on a field whose kind runs it (and every
+    # field of a kind that runs a rule's predicate is held by one)
+    texts = ("text", "text_nonempty", "text_opt")
     for rule in ingest_rules.RULES.values():
+        kinds = {"string": texts, "reading": ("mass",)}.get(rule.runs, ("number_opt", "int_opt"))
         for type_name, key in rule.fields:
-            assert any(f.key == key and f.kind in ("number_opt", "int_opt") for f in SPECS[type_name]), (rule.name, key)
+            assert any(f.key == key and f.kind in kinds for f in SPECS[type_name]), (rule.name, key)
+    for type_name, fields in SPECS.items():
+        for f in fields:
+            if f.kind in texts or f.kind == "mass":
+                assert ingest_rules.rule_for(type_name, f.key) is (ingest_rules.TEXT if f.kind in texts
+                                                                    else ingest_rules.MASS), (type_name, f.key)
 
 
 _check_specs()
@@ -456,10 +464,10 @@ class Stage:
             mass = "list_sum(map_values(probs)) + unclear + unrelated"
             select = (f"* EXCLUDE (ok, probs_json), json_transform(probs_json, '\"MAP(VARCHAR, DOUBLE)\"') AS probs")
             con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS SELECT {select} FROM _typed")
-            # each probability in [0, 1], checked on the very numbers stored (NULL bounds: no options)
+            # each probability held to the mass rule, checked on the very numbers stored (none: no options)
+            each = f"list_bool_and(list_transform(map_values(probs), lambda x: {ingest_rules.MASS.sql('x')}))"
             bad = con.execute(f"SELECT min(line) FROM _typed WHERE NOT abs({mass} - 1.0) <= "
-                              f"{models.SUM_TOLERANCE - SUM_MARGIN!r} OR list_min(map_values(probs)) < 0.0 "
-                              f"OR list_max(map_values(probs)) > 1.0").fetchone()[0]
+                              f"{models.SUM_TOLERANCE - SUM_MARGIN!r} OR NOT {each}").fetchone()[0]
             if bad is not None:
                 raise NotProved(f"line {bad}: reading masses not proved to sum to 1")
             select = "*"

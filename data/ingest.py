@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from . import models, records
 from .errors import MAX_REPORTED_PROBLEMS, IngestError, Problem, Problems  # noqa: F401 - re-exported
-from .ingest_rules import FORMATS_POINTER
+from .ingest_rules import FORMATS_POINTER, TEXT
 
 
 def _field_path(loc: tuple) -> str:
@@ -80,10 +80,8 @@ def describe_validation_error(err: ValidationError, line: int, record_type: obje
         elif kind in ("int_type", "int_parsing", "int_from_float"):
             problems.append(Problem(line, f"{field_name} must be a JSON integer, got {_as_written(given)}"[:300],
                                     "write a whole number without quotes or decimal point, e.g. 3", field_name))
-        elif kind == "string_too_long":
-            problems.append(Problem(line, f"{field_name or 'value'} is {len(given)} characters long (at most "
-                                          f"{models.MAX_TEXT_CHARS})",
-                                    "shorten it, or split a long message into several", field_name))
+        elif kind == "string_too_long":  # the text rule, which pydantic checks on every string
+            problems.append(Problem(line, f"{field_name or 'value'} {TEXT.message(given)}", TEXT.fix, field_name))
         elif kind in ("string_type", "list_type", "dict_type"):
             wanted = {"string_type": "a string", "list_type": "a list", "dict_type": "an object"}[kind]
             problems.append(Problem(line, f"{field_name} must be {wanted}, got {given!r}"[:300],

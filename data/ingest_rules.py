@@ -13,6 +13,7 @@ are one SQL expression each, which both paths' inserts use (:data:`DERIVED`).
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,6 +22,10 @@ from typing import Any, Callable
 FORMATS_POINTER = "see docs/formats.md"
 #: The range of a schema INTEGER column (params_version, instructions_version).
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+#: Longest free text of any field (characters): a message, question or instruction text, a
+#: settlement's note. A long email fits. Every string of a record is held to it (the ``text`` rule);
+#: names have the tighter :data:`doxa.data.models.MAX_NAME_CHARS`.
+MAX_TEXT_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,13 @@ class Rule:
     ``sql(column)``: the same check as a SQL predicate over a column of such values.
     ``message(given)``: why a value is refused (after the field's name), quoting it as written.
     ``refused``: values the rule refuses and nothing before it does (the tests break files with them).
+    ``runs``: where the per-line path runs the check. ``"field"``: on the field's value, once it has its
+    type (:class:`doxa.data.models._Record`'s wrap validator). ``"string"``: on every string of a record,
+    before the field's own checks (pydantic's ``str_max_length``, which ``_Record`` sets from the rule's
+    cap, and whose refusal :mod:`doxa.data.ingest` words with the rule's message and fix); ``fields``
+    are then those whose columnar proof runs its SQL predicate (names have a tighter cap).
+    ``"reading"``: on a reading's every mass, its probabilities too, once the record has its types
+    (:func:`doxa.data.models.reading_mass_problem`, which names the mass before the message).
     """
 
     name: str
@@ -41,6 +53,7 @@ class Rule:
     message: Callable[[Any], str]
     fix: str
     refused: tuple = ()
+    runs: str = "field"
 
 
 def _within(name: str, low, high, fields: tuple[tuple[str, str], ...], refused: tuple) -> Rule:
@@ -54,6 +67,15 @@ def _within(name: str, low, high, fields: tuple[tuple[str, str], ...], refused: 
                 refused=refused)
 
 
+def _at_most_chars(name: str, cap: int, fields: tuple[tuple[str, str], ...], fix: str) -> Rule:
+    """A string of at most ``cap`` characters, every string of a record (:attr:`Rule.runs`)."""
+    return Rule(name, fields,
+                check=lambda value: len(value) <= cap,
+                sql=lambda column: f"(length({column}) <= {cap})",
+                message=lambda given: f"is {len(given)} characters long (at most {cap})",
+                fix=fix, refused=("x" * (cap + 1), " " * (cap + 1)), runs="string")
+
+
 #: Every rule of a single field's value, by name.
 RULES: dict[str, Rule] = {rule.name: rule for rule in (
     _within("probability", 0.0, 1.0, (("source", "trust"), ("settlement", "p_before")),
@@ -62,11 +84,27 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
             refused=(INT32_MAX + 1, INT32_MIN - 1, 2**63)),
     _within("version", 1, INT32_MAX, (("question", "instructions_version"),),
             refused=(0, -3, INT32_MAX + 1, INT32_MIN - 1)),
+    _at_most_chars("text", MAX_TEXT_CHARS, (("message", "text"), ("question", "text"), ("instruction", "text"),
+                                            ("settlement", "note")),
+                   fix="shorten it, or split a long message into several"),
+    # a reading's probabilities, unclear, unrelated and one_off; the message quotes the number read
+    # (``2.0`` for ``2``), no fix follows it
+    Rule("mass", (("reading", "unclear"), ("reading", "unrelated"), ("reading", "one_off")),
+         check=lambda value: value is not None and math.isfinite(value) and 0.0 <= value <= 1.0,
+         sql=lambda column: f"({column} BETWEEN 0.0 AND 1.0)",
+         message=lambda value: f"must be a number in [0, 1], got {value!r}",
+         fix="", refused=(1.5, -0.25, 2.5, -1.0, 1e308), runs="reading"),
 )}
+#: The cap of every string of a record (:attr:`Rule.runs` ``"string"``).
+TEXT = RULES["text"]
+#: The bounds of each of a reading's masses (:attr:`Rule.runs` ``"reading"``).
+MASS = RULES["mass"]
 
 _BY_FIELD: dict[tuple[str, str], Rule] = {field: rule for rule in RULES.values() for field in rule.fields}
-#: Every field some rule holds (a field's name means one thing in every record type that has it).
-RULED_FIELDS: tuple[str, ...] = tuple(sorted({name for _, name in _BY_FIELD}))
+#: Every field some rule holds on its value (:attr:`Rule.runs` ``"field"``); a field's name means one
+#: thing in every record type that has it.
+RULED_FIELDS: tuple[str, ...] = tuple(sorted({name for (_, name), rule in _BY_FIELD.items()
+                                              if rule.runs == "field"}))
 
 
 def rule_for(record_type: str, field: str) -> Rule | None:

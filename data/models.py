@@ -13,7 +13,7 @@ import unicodedata
 from datetime import datetime
 from typing import Annotated, Literal, Mapping, Union
 
-from .ingest_rules import RULED_FIELDS, is_assistant_layer, rule_for
+from .ingest_rules import MASS, MAX_TEXT_CHARS, RULED_FIELDS, is_assistant_layer, rule_for
 from .times import parse_time
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter,
                       ValidatorFunctionWrapHandler, field_validator, model_validator)
@@ -25,10 +25,6 @@ SETTLEMENT_HOWS = ("correction", "approval", "outcome")
 #: Longest id, name, alias, option, kind, layer or reader name (characters). Names are
 #: looked up and printed in tables; a paragraph in an id is a mistake.
 MAX_NAME_CHARS = 200
-#: Longest free text of any field (characters): a message, question or instruction text, a
-#: settlement's note. A long email fits. Every string of a record is held to it (``_Record``'s
-#: ``str_max_length``); names have the tighter MAX_NAME_CHARS.
-MAX_TEXT_CHARS = 1_000_000
 #: A JSON integer longer than this many digits is refused (Python's own limit on reading one).
 MAX_INT_DIGITS = 4300
 
@@ -94,7 +90,7 @@ def _id(value: str) -> str:
 def _text(value: str) -> str:
     """A free text (a message, question or instruction text, a note): kept as written (control
     characters too), but no lone surrogate (no UTF-8 file can hold one). Its length is capped for
-    every string at once (``str_max_length``, MAX_TEXT_CHARS)."""
+    every string at once (the ``text`` rule of :mod:`doxa.data.ingest_rules`, ``_Record``'s ``str_max_length``)."""
     found = _NOT_TEXT.search(value)
     if found is not None:
         raise FieldProblem(f"contains U+{ord(found.group()):04X} at position {found.start()}",
@@ -140,6 +136,8 @@ Int = StrictInt
 
 
 class _Record(BaseModel):
+    # every string held to the text rule's cap (MAX_TEXT_CHARS) before its field's own checks; pydantic's
+    # refusal, ``string_too_long``, is worded with the rule's message and fix (doxa.data.ingest)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, str_max_length=MAX_TEXT_CHARS)
 
     @field_validator("sent_at", "received_at", "at", mode="before", check_fields=False)
@@ -241,13 +239,14 @@ class MessageRecord(_Record):
 
 def reading_mass_problem(probs: Mapping[str, float], unclear: float, unrelated: float,
                          one_off: float) -> str | None:
-    """Why these are not a reading's masses, or None: each a number in [0, 1] and
-    ``probs + unclear + unrelated`` equal to 1 within ``SUM_TOLERANCE`` (docs/formats.md).
-    The one check of a reading, for a record on ingest and for a reader's output alike."""
+    """Why these are not a reading's masses, or None: each a number in [0, 1] (the ``mass`` rule of
+    :mod:`doxa.data.ingest_rules`) and ``probs + unclear + unrelated`` equal to 1 within
+    ``SUM_TOLERANCE`` (docs/formats.md). The one check of a reading, for a record on ingest and for a
+    reader's output alike."""
     named = [(f"probs[{option!r}]", p) for option, p in probs.items()]
     for name, value in named + [("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off)]:
-        if value is None or not math.isfinite(value) or value < 0.0 or value > 1.0:
-            return f"{name} must be a number in [0, 1], got {value!r}"
+        if not MASS.check(value):
+            return f"{name} {MASS.message(value)}"
     in_probs = math.fsum(probs.values())
     total = in_probs + unclear + unrelated
     if abs(total - 1.0) > SUM_TOLERANCE:

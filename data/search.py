@@ -20,7 +20,7 @@ Tokens are what ingest stores: ``lower(text)`` split on ``[^\\p{L}\\p{N}]+`` (le
 digits of any script), done by the same SQL expression for documents and queries
 (:mod:`doxa.data.text`, which ingest uses too). The
 few candidate questions of a task (`doxa context`) and the task's own words are handled
-in Python by twins of the same rules (:func:`words`, :func:`bm25`, :func:`is_variant`):
+in Python by twins of the same rules (:func:`doxa.data.text.words`, :func:`bm25`, :func:`is_variant`):
 a query plan costs more than scoring a hundred short texts. tests/test_search.py checks
 that the twins agree.
 
@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .connection import in_read_session
-from .text import tokens_sql, words  # noqa: F401 - words: the Python twin of the tokeniser, part of search's API
+from .text import tokens_sql
 
 
 if TYPE_CHECKING:
@@ -294,5 +294,5 @@ def bm25(query_terms: list[str], documents: list[list[str]]) -> tuple[list[float
     return scores, [sorted(m) for m in matched]
 
 
-__all__ = ["K1", "B", "STOPWORDS", "SearchHit", "tokenize", "words", "is_variant", "bm25", "content_terms",
+__all__ = ["K1", "B", "STOPWORDS", "SearchHit", "tokenize", "is_variant", "bm25", "content_terms",
            "search_messages"]

@@ -109,9 +109,9 @@ def settled_first_weights(stream: EventStream, structure: ModelStructure, cap: f
     The confusion matrices' weights cap every layer, dependent or not. A matrix has
     ``K(K-1)`` free numbers where trust has one, and fitted on agreement alone it can
     settle on a relabelling of the answers (Dawid–Skene's
-    log-loss on the crowd sets of docs/training.md is 3-4 times doxa's); on Bluebirds,
-    matrices fed unsettled agreement at full weight cost 0.14 nats a question on one
-    split of five (0.470 against 0.327).
+    log-loss on the crowd sets is several times doxa's); on Bluebirds, matrices fed unsettled
+    agreement at full weight cost more than any other choice on one split of five (figures:
+    docs/measurements/2026-12-code-choices.md).
     """
     weight = np.ones(len(stream))
     if cap is None or len(stream) == 0:

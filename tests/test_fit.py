@@ -29,7 +29,7 @@ def logit(p):
 # ---------------------------------------------------------------------------- generated world
 #: People in the recovery world: the `quick` world's 80 leave the fast kinds too few observed
 #: changes to pin their rates (over seeds 7–12, 19 of 21 kinds with ≥ 50 changes come out
-#: within ×1.5; at 160, 33 of 34: bench/rate_recovery.py, docs/training.md).
+#: within ×1.5; at 160, 33 of 34: bench/rate_recovery.py, docs/measurements/2026-12-training.md).
 RECOVERY_PEOPLE = 160
 
 

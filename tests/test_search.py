@@ -17,6 +17,7 @@ from doxa.data import question_ranking
 from doxa.data import subject_match
 from doxa.data.demo import demo_records
 from doxa.data.store import Store
+from doxa.data.text import words
 
 SOURCES = [R.source("chat", ["person", "self", "chat"]), R.source("bot", ["assistant", "notes"])]
 
@@ -43,7 +44,7 @@ def test_python_sql_and_ingest_tokenisers_agree():
     @settings(max_examples=120, deadline=None)
     @given(TEXT)
     def same_terms(text):
-        assert search.words(text) == search.tokenize(store, text)
+        assert words(text) == search.tokenize(store, text)
 
     same_terms()
 
@@ -59,13 +60,13 @@ def test_ingest_indexes_exactly_the_terms_search_looks_for():
         mid = f"m{next(counter)}"
         mem.ingest([R.message(mid, "chat", "2026-01-01", text)])
         rows = mem.store.execute("SELECT term, tf FROM message_terms WHERE message = ?", [mid]).fetchall()
-        assert dict(rows) == dict(Counter(search.words(text)))
+        assert dict(rows) == dict(Counter(words(text)))
 
     indexed()
 
 
 def test_possessives_case_and_punctuation_split_into_plain_words():
-    assert search.words("Book MAYA’s birthday-dinner, 2x!") == ["book", "maya", "s", "birthday", "dinner", "2x"]
+    assert words("Book MAYA’s birthday-dinner, 2x!") == ["book", "maya", "s", "birthday", "dinner", "2x"]
 
 
 # ---------------------------------------------------------------------------- BM25
@@ -118,7 +119,7 @@ def test_python_bm25_equals_sql_bm25():
     mem = _store_with(texts)
     query = ["peanut", "maya", "lilies"]
     sql = {h.message: h.score for h in search.search_messages(mem.store, query)}
-    scores, _ = search.bm25(query, [search.words(t) for t in texts.values()])
+    scores, _ = search.bm25(query, [words(t) for t in texts.values()])
     python = {mid: s for mid, s in zip(texts, scores) if s > 0}
     assert sql.keys() == python.keys()
     for mid in sql:
@@ -220,7 +221,7 @@ def test_without_evidence_or_lexicon_question_ranking_is_plain_bm25():
     mem.ingest(demo_records())
     terms = ["birthday", "dinner", "loud"]
     ranked = question_ranking.rank_questions(mem.store, terms, subject_ids=["maya", "sam"], evidence=False, lexicon=False)
-    scores, _ = search.bm25(terms, [search.words(f"{r['text']} {r['kind']}") for r in ranked])
+    scores, _ = search.bm25(terms, [words(f"{r['text']} {r['kind']}") for r in ranked])
     assert [r["score"] for r in ranked] == pytest.approx(scores)
 
 

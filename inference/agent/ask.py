@@ -26,6 +26,7 @@ from typing import Any, Callable
 from doxa.data import search
 from doxa.data import subject_match
 from doxa.data.errors import StoreError
+from doxa.data.text import words
 
 from doxa.inference.read.memory import Belief, Memory
 
@@ -71,7 +72,7 @@ def _slug(words: list[str]) -> str:
 
 def _question_terms(memory: Memory, text: str, subject: str | None) -> list[str]:
     names = subject_match.subject_label_terms(memory.store, [subject]) if subject else set()
-    terms = [t for t in search.content_terms(search.words(text), drop=names) if len(t) > 1]
+    terms = [t for t in search.content_terms(words(text), drop=names) if len(t) > 1]
     return terms or sorted(names)
 
 

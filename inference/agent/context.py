@@ -51,6 +51,7 @@ from typing import Any
 from doxa.data import search
 from doxa.data import question_ranking
 from doxa.data import subject_match
+from doxa.data.text import words
 
 from doxa.inference.read.uncertain import instruction_contradicted
 from doxa.data.times import as_moment, utc_now
@@ -207,8 +208,8 @@ def _context(memory: Memory, task: str, *, at: datetime | None, act_at: float | 
                    for r in related])
     by_subject = {s["id"]: s for s in subjects}
     # the words that named a subject say who, not what: every candidate shares them
-    names = {w for s in named for w in search.words(s["label"])}
-    terms = [t for t in search.content_terms(search.words(task), drop=names) if len(t) > 1]
+    names = {w for s in named for w in words(s["label"])}
+    terms = [t for t in search.content_terms(words(task), drop=names) if len(t) > 1]
 
     instructions = store.instructions(list(by_subject)) if by_subject else []
     rests = [i["rests_on_question"] for i in instructions if i["rests_on_question"]]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from doxa.data import organizer_instructions, question_ranking, remembered, search, subject_match
 from doxa.data.errors import StoreError
+from doxa.data.text import words
 from doxa.data.times import parse_time, utc_now
 
 from .organizer_client import Organizer, OrganizerError, organizer_from_env
@@ -112,7 +113,7 @@ def organizer_request(memory: "Memory", text: str, source: str, source_path: str
     # messages about Pablo to his friend Ava's question
     asked_about = set(named) if named else shown_ids
     if asked_about:
-        terms = [t for t in search.content_terms(search.words(text)) if len(t) > 1]
+        terms = [t for t in search.content_terms(words(text)) if len(t) > 1]
         ranked = question_ranking.rank_questions(store, terms, subject_ids=sorted(asked_about), evidence=False)
         # the best-ranked first; with room to spare every question of these subjects is shown
         chosen = [r["id"] for r in ranked[:MAX_QUESTIONS_SHOWN]]

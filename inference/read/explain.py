@@ -23,7 +23,7 @@ from doxa.data.errors import StoreError
 from doxa.data.store import Store
 from doxa.data.times import to_days
 
-from .params import trust_for_source
+from .params import trust_for_source, typed
 from .results import BeliefList, EvidenceTerm, Explanation
 from . import scorer, tiers
 
@@ -34,6 +34,7 @@ def explanation(store: Store, question_id: str, at: datetime, act_at: float) -> 
     question = store.question(question_id)
     scored = tiers.filtered(store, [question_id], at, with_messages=True)
     evidence, params, inputs = scored.evidence, scored.params, scored.inputs
+    document = typed(params)
     found = BeliefList(at, scored.beliefs, act_at)
     if not found:
         raise StoreError(f"question {question_id!r} is not active (merged or split)")
@@ -48,7 +49,7 @@ def explanation(store: Store, question_id: str, at: datetime, act_at: float) -> 
         for row, mid in enumerate(evidence.message.tolist()):
             counted[mid] = row
     alpha_by_source = dict(zip(evidence.sources.ids.tolist(), zip(
-        [float(a) for a in scorer.source_trust(evidence, params)[0]], inputs.trust_node.tolist())))
+        [float(a) for a in scorer.source_trust(evidence, document)[0]], inputs.trust_node.tolist())))
     terms = []
     for item in store.evidence_for_explain(question_id, at):
         row = counted.get(item["message"]) if item["ignored"] is None else None
@@ -71,7 +72,7 @@ def explanation(store: Store, question_id: str, at: datetime, act_at: float) -> 
         else:
             llr = weight = None
             stated = item["stated_trust"]
-            alpha, node = trust_for_source(params, item["path"], stated)
+            alpha, node = trust_for_source(document, item["path"], stated)
         terms.append(EvidenceTerm(
             message=item["message"], sent_at=item["sent_at"].isoformat(), text=item["text"],
             source=item["source"], source_path=item["path"], trust=alpha, trust_from=node,

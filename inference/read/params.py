@@ -4,8 +4,9 @@ A version is one JSON document in the ``params`` table (``body`` column), typed 
 versioned by :class:`doxa.data.params_document.ParamsDocument` (its fields are described
 there): the store checks it when it is published, :func:`with_defaults` when it is read
 (``Memory.params`` and the scorer both go through it), and a malformed one is refused with a
-:class:`ParamsDocumentError` naming the field. Here are the lookups the scorer and the fit
-share: a source's trust (its deepest fitted node, else the user's stated trust, else the
+:class:`ParamsDocumentError` naming the field. The scorer and the lookups read the typed
+document, which :func:`typed` makes of a JSON one (once: the checked dict carries it). Here are
+the lookups the scorer and the fit share: a source's trust (its deepest fitted node, else the user's stated trust, else the
 default of its top layer), confusion matrices, base rates, change rates and temperatures.
 
 Until a version is published, :func:`default_params` applies: the user's stated
@@ -19,6 +20,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from doxa.data.params_document import ParamsDocument
     from doxa.data.store import Store
 
 # doxa.data.params_document (the contract's type) is imported where a document is built or checked:
@@ -79,7 +81,24 @@ def default_params() -> dict[str, Any]:
 
 class CheckedParams(dict):
     """A document :func:`with_defaults` has checked and filled: passed to it again (Memory
-    hands the scorer what it read), it is not checked twice. Treat it as read-only."""
+    hands the scorer what it read), it is not checked twice. Treat it as read-only: its
+    typed form (``document``, what :func:`typed` gives the scorer) was built when it was checked."""
+
+    document: "ParamsDocument"
+
+
+def typed(params: "ParamsDocument | dict[str, Any]") -> "ParamsDocument":
+    """The typed document the scorer and the lookups below read: the one place a JSON document
+    (a dict, as the store, the fit and the tests hold it) becomes a :class:`ParamsDocument`,
+    checked and filled by :func:`with_defaults` (once: a checked one carries its typed form).
+    A :class:`ParamsDocument` is taken as it is."""
+    if type(params) is CheckedParams:
+        return params.document
+    from doxa.data.params_document import ParamsDocument
+
+    if isinstance(params, ParamsDocument):
+        return params
+    return with_defaults(params).document
 
 
 def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str, Any]:
@@ -87,21 +106,29 @@ def with_defaults(body: dict[str, Any], context: str | None = None) -> dict[str,
     filled, so readers never need ``.get`` chains. ``context`` begins the message of an error."""
     if type(body) is CheckedParams:
         return body
-    from doxa.data.params_document import ParamsDocument, ParamsDocumentError
+    from dataclasses import replace
+
+    from doxa.data.params_document import Defaults, ParamsDocument, ParamsDocumentError
 
     try:
-        ParamsDocument.from_dict(body)
+        document = ParamsDocument.from_dict(body)
     except ParamsDocumentError as err:
         version = body.get("version") if isinstance(body, dict) else None
         raise err.within(context or (f"parameter version {version} is malformed" if version
                                      else "parameter document is malformed")) from None
     merged = default_params()
+    fallback = dict(merged["defaults"])
     for key, value in body.items():
         if key == "defaults":
             merged["defaults"].update(value or {})
         else:
             merged[key] = value
-    return CheckedParams(merged)
+    checked = CheckedParams(merged)
+    # the typed form, filled as the dict is: a default stands for each field the document leaves out
+    given = body.get("defaults") or {}
+    checked.document = replace(document, defaults=Defaults(**{
+        name: getattr(document.defaults, name) if name in given else value for name, value in fallback.items()}))
+    return checked
 
 
 def published(store: "Store") -> dict[str, Any]:
@@ -120,29 +147,33 @@ def node_chain(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 
-def trust_for_source(params: dict[str, Any], path: str, stated: float | None) -> tuple[float, str]:
+# Each lookup takes the typed document (a dict is typed once by :func:`typed`; a caller with many
+# lookups to make types it first).
+def trust_for_source(params: "ParamsDocument | dict[str, Any]", path: str, stated: float | None) -> tuple[float, str]:
     """The reliability ``α`` a source gets, and the node (or rule) it came from.
 
     Fitted nodes win (deepest first). Without a fitted node: the user's stated trust,
     else the default for the top layer.
     """
-    fitted = params["trust"]
+    doc = typed(params)
+    fitted = doc.trust
     for node in node_chain(path):
         entry = fitted.get(node)
         if entry is not None:
-            return float(entry["mean"]), node
+            return float(entry.mean), node
     if stated is not None and not math.isnan(stated):
         return float(stated), "stated"
     top = path.split("/", 1)[0]
-    by_layer = params["defaults"]["trust_by_top_layer"]
+    by_layer = doc.defaults.trust_by_top_layer
     if top in by_layer:
         return float(by_layer[top]), f"default:{top}"
-    return float(params["defaults"]["trust"]), "default"
+    return float(doc.defaults.trust), "default"
 
 
-def confusion_for_source(params: dict[str, Any], path: str, kind: str, n_options: int):
-    """The fitted confusion matrix for (source, kind), or ``None`` (then ``α`` is used)."""
-    table = params.get("confusion") or {}
+def confusion_for_source(params: "ParamsDocument | dict[str, Any]", path: str, kind: str, n_options: int):
+    """The fitted confusion matrix for (source, kind) (K rows of K probabilities), or ``None``
+    (then ``α`` is used)."""
+    table = typed(params).confusion
     if not table:
         return None, None
     for node in node_chain(path):
@@ -154,27 +185,28 @@ def confusion_for_source(params: dict[str, Any], path: str, kind: str, n_options
     return None, None
 
 
-def kind_prior(params: dict[str, Any], kind: str, options: list[str]) -> list[float]:
+def kind_prior(params: "ParamsDocument | dict[str, Any]", kind: str, options: list[str]) -> list[float]:
     """Base rates ``π_k`` over ``options`` (uniform when the kind was not fitted on them)."""
-    entry = params["kinds"].get(kind)
-    if entry and list(entry.get("options", [])) == list(options):
-        prior = [float(p) for p in entry["prior"]]
+    entry = typed(params).kinds.get(kind)
+    if entry is not None and list(entry.options) == list(options):
+        prior = [float(p) for p in entry.prior]
         total = sum(prior)
         if total > 0:
             return [p / total for p in prior]
     return [1.0 / len(options)] * len(options)
 
 
-def kind_change_rate(params: dict[str, Any], kind: str) -> float:
+def kind_change_rate(params: "ParamsDocument | dict[str, Any]", kind: str) -> float:
     """``λ_k`` in changes per day."""
-    entry = params["kinds"].get(kind)
-    if entry and entry.get("change_rate") is not None:
-        return float(entry["change_rate"])
-    return float(params["defaults"]["change_rate"])
+    doc = typed(params)
+    entry = doc.kinds.get(kind)
+    if entry is not None and entry.change_rate is not None:
+        return float(entry.change_rate)
+    return float(doc.defaults.change_rate)
 
 
-def reader_temperature(params: dict[str, Any], reader: str) -> float:
-    entry = params["readers"].get(reader)
-    if entry and entry.get("temperature"):
-        return float(entry["temperature"])
+def reader_temperature(params: "ParamsDocument | dict[str, Any]", reader: str) -> float:
+    entry = typed(params).readers.get(reader)
+    if entry is not None and entry.temperature:
+        return float(entry.temperature)
     return 1.0

@@ -39,14 +39,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from doxa.data.evidence import Evidence
 from doxa.model.independence import independent_share
 
-from .params import confusion_for_source, kind_change_rate, kind_prior, reader_temperature, trust_for_source, with_defaults
+from .params import confusion_for_source, kind_change_rate, kind_prior, reader_temperature, trust_for_source, typed
+
+if TYPE_CHECKING:
+    from doxa.data.params_document import Calibration, ParamsDocument
+
+# Every entry below that takes ``params`` takes the typed document (a :class:`ParamsDocument`);
+# one given as a dict (JSON, as the store and the fit hold it) is typed once, at the entry, by
+# :func:`doxa.inference.read.params.typed`.
 
 _TINY = 1e-300
 
@@ -88,8 +95,9 @@ class Beliefs:
 
 
 # ---------------------------------------------------------------------------- inputs
-def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def question_priors(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> tuple[np.ndarray, np.ndarray]:
     """``π`` (Q, K_max) and ``λ`` (Q,), computed once per distinct (kind, options)."""
+    params = typed(params)
     qt = evidence.questions
     k_max = qt.k_max
     first, group = qt.option_groups()
@@ -102,8 +110,9 @@ def question_priors(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndar
     return np.take(group_prior, group, axis=0), np.take(group_rate, group)
 
 
-def source_trust(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def source_trust(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> tuple[np.ndarray, np.ndarray]:
     """α per source (S,) and where it came from."""
+    params = typed(params)
     src = evidence.sources
     alpha = np.empty(len(src.ids))
     where = np.empty(len(src.ids), dtype=object)
@@ -112,8 +121,9 @@ def source_trust(evidence: Evidence, params: dict[str, Any]) -> tuple[np.ndarray
     return alpha, where
 
 
-def tempered_reading(evidence: Evidence, params: dict[str, Any]) -> np.ndarray:
+def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> np.ndarray:
     """r̃ (N, K_max): reader probabilities over the options, renormalised and tempered."""
+    params = typed(params)
     k = evidence.questions.n_options[evidence.q]
     mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
     tau = np.array([reader_temperature(params, str(r)) for r in evidence.readers.tolist()])
@@ -133,7 +143,8 @@ def tempered_reading(evidence: Evidence, params: dict[str, Any]) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
-def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
+def model_inputs(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> ModelInputs:
+    params = typed(params)
     prior, rate = question_priors(evidence, params)
     alpha_src, where = source_trust(evidence, params)
     n, k_max = evidence.probs.shape
@@ -145,7 +156,7 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
     kk = k[:, None]
     bracket = alpha[:, None] * tempered + (1.0 - alpha[:, None]) * (1.0 - tempered) / np.maximum(kk - 1.0, 1.0)
     trust_used = alpha.copy()
-    if params.get("confusion") and n:
+    if params.confusion and n:
         bracket, used = _apply_confusion(evidence, params, tempered, bracket)
         trust_used[used] = np.nan
     u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)[:, None]
@@ -156,7 +167,7 @@ def model_inputs(evidence: Evidence, params: dict[str, Any]) -> ModelInputs:
     return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where)
 
 
-def _apply_confusion(evidence: Evidence, params, tempered, bracket):
+def _apply_confusion(evidence: Evidence, params: "ParamsDocument", tempered, bracket):
     """Replace the bracket by r̃ Cᵀ for readings whose (source node, kind) has a fitted matrix."""
     qt = evidence.questions
     kinds = qt.kinds[evidence.q]
@@ -297,28 +308,38 @@ def apply_rejections(evidence: Evidence, belief: np.ndarray) -> np.ndarray:
     return np.where(total > 0, out / np.where(total > 0, total, 1.0), out)
 
 
-def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.ndarray:
+def calibration_fields(calibration: "Calibration | dict[str, Any] | None") -> tuple[str, Any, Any, Any, Any]:
+    """(method, temperature, floor, x, y) of a calibration map: the typed document's
+    (:class:`~doxa.data.params_document.Calibration`), or the map as JSON (a dict: what a kept
+    belief-cache entry holds, or a map being fitted), read as it is; a field left out is ``None``."""
+    if isinstance(calibration, dict) or calibration is None:
+        get = (calibration or {}).get
+        return get("method", "none"), get("temperature"), get("floor"), get("x"), get("y")
+    return calibration.method, calibration.temperature, calibration.floor, calibration.x, calibration.y
+
+
+def apply_calibration(calibration: "Calibration | dict[str, Any] | None", belief: np.ndarray) -> np.ndarray:
     """The output calibration map fitted nightly (docs/design.md §4.3)."""
-    method = (calibration or {}).get("method", "none")
+    method, temperature, floor, x, y = calibration_fields(calibration)
     if method == "none" or belief.size == 0:
         return belief
     if method == "temperature":
-        temp = float(calibration["temperature"])
+        temp = float(temperature)
         with np.errstate(divide="ignore"):
             logp = np.where(belief > 0, np.log(np.where(belief > 0, belief, 1.0)) / temp, -np.inf)
         peak = logp.max(axis=1, keepdims=True)
         w = np.where(belief > 0, np.exp(logp - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
         total = w.sum(axis=1, keepdims=True)
         out = np.where(total > 0, w / np.where(total > 0, total, 1.0), belief)
-        floor = float(calibration.get("floor") or 0.0)
+        floor = float(floor or 0.0)
         if floor > 0:  # (1-ε) p + ε/K over the options still alive: no live answer reads below ε/K
             live = out > 0
             n_live = np.maximum(live.sum(axis=1, keepdims=True), 1)
             out = np.where(live, (1.0 - floor) * out + floor / n_live, 0.0)
         return out
     if method == "isotonic":
-        xs = np.asarray(calibration["x"], dtype=np.float64)
-        ys = np.asarray(calibration["y"], dtype=np.float64)
+        xs = np.asarray(x, dtype=np.float64)
+        ys = np.asarray(y, dtype=np.float64)
         top = belief.argmax(axis=1)
         rows = np.arange(belief.shape[0])
         p_top = belief[rows, top]
@@ -332,10 +353,10 @@ def apply_calibration(calibration: dict[str, Any], belief: np.ndarray) -> np.nda
     raise ValueError(f"unknown calibration method {method!r} in the parameter document")
 
 
-def score(evidence: Evidence, params: dict[str, Any], at: float | None = None, *, calibrate: bool = True,
-          inputs: ModelInputs | None = None) -> Beliefs:
+def score(evidence: Evidence, params: "ParamsDocument | dict[str, Any]", at: float | None = None, *,
+          calibrate: bool = True, inputs: ModelInputs | None = None) -> Beliefs:
     """Beliefs of every question in ``evidence`` at time ``at`` (days; default: evidence.at or latest)."""
-    params = with_defaults(params)
+    params = typed(params)
     inputs = inputs or model_inputs(evidence, params)
     if at is None:
         at = evidence.at
@@ -343,14 +364,14 @@ def score(evidence: Evidence, params: dict[str, Any], at: float | None = None, *
     state, _, last_t = filter_states(inputs.prior, inputs.rate, q, t, like)
     n_q = len(evidence.questions.ids)
     return beliefs_from_states(evidence, state, inputs.prior, inputs.rate, last_t, at,
-                               params["calibration"] if calibrate else None,
+                               params.calibration if calibrate else None,
                                n_evidence=np.bincount(evidence.q, minlength=n_q),
                                n_settled=np.bincount(evidence.settle_q, minlength=n_q),
-                               params_version=params.get("version"))
+                               params_version=params.version)
 
 
 def beliefs_from_states(evidence: Evidence, state: np.ndarray, prior: np.ndarray, rate: np.ndarray,
-                        last_t: np.ndarray, at: float, calibration: dict[str, Any] | None, *,
+                        last_t: np.ndarray, at: float, calibration: "Calibration | dict[str, Any] | None", *,
                         n_evidence: np.ndarray, n_settled: np.ndarray, params_version: int | None) -> Beliefs:
     """Beliefs at ``at`` (days) from the filter states after each question's last event: the
     one assembly every read ends in, whichever tier the states came from (a kept entry, kept

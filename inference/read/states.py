@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,8 +35,11 @@ from doxa.data.evidence import Evidence, QuestionTable
 from doxa.data.store import Store
 from doxa.data.times import to_days
 
-from .params import with_defaults
+from .params import typed, with_defaults
 from . import scorer
+
+if TYPE_CHECKING:
+    from doxa.data.params_document import ParamsDocument
 
 #: An ingest refreshes the kept states of at most this many questions in its own write; a
 #: bigger one leaves them to the nightly job (reads filter those questions meanwhile).
@@ -59,9 +62,9 @@ def version_key(params: dict[str, Any]) -> int:
     return int(params.get("version") or 0)
 
 
-def compute(evidence: Evidence, params: dict[str, Any]) -> States:
+def compute(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> States:
     """Every question's state after its last event (all of ``evidence``, whatever its cut)."""
-    params = with_defaults(params)
+    params = typed(params)
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
     state, _, last_t = scorer.filter_states(inputs.prior, inputs.rate, q, t, like)
@@ -122,8 +125,10 @@ class ReadInputs:
 
 def read_inputs(store: Store, params: dict[str, Any], question_ids: list[str] | None, at: datetime,
                 subjects: list[str] | None = None) -> ReadInputs:
-    """The inputs of beliefs at ``at``: kept states where they count, the rest filtered from evidence."""
+    """The inputs of beliefs at ``at``: kept states where they count, the rest filtered from evidence.
+    ``params`` is the JSON document: its calibration map is kept, as it is, with the inputs."""
     params = with_defaults(params)
+    document = typed(params)
     t_query = to_days(at)
     with store.reading():
         if subjects is not None and question_ids is None:
@@ -151,10 +156,10 @@ def read_inputs(store: Store, params: dict[str, Any], question_ids: list[str] | 
     last_t[have] = kept["last_t"][have]
     n_evidence[have] = kept["n_evidence"][have]
     n_settled[have] = kept["n_settled"][have]
-    prior, rate = scorer.question_priors(_only_questions(questions), params)
+    prior, rate = scorer.question_priors(_only_questions(questions), document)
     if fresh is not None:
         # the loaded questions are those missing, in the same id order
-        computed = compute(fresh, params)
+        computed = compute(fresh, document)
         state[missing] = computed.state[:, :k_max] if computed.state.shape[1] >= k_max else np.pad(
             computed.state, ((0, 0), (0, k_max - computed.state.shape[1])))
         last_t[missing] = computed.last_t

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from doxa.data.store import Store
 from doxa.data.times import to_days
 
-from .params import published
+from .params import published, typed
 from .results import BeliefList
 from . import scorer
 
@@ -59,8 +59,9 @@ def filtered(store: Store, question_ids: list[str] | None, at: datetime, *, subj
     evidence carries message ids and texts). Inside the caller's read session, if any."""
     evidence = store.load_evidence(at, question_ids, with_messages=with_messages, subjects=subjects)
     params = published(store)
-    inputs = scorer.model_inputs(evidence, params)
-    beliefs = scorer.score(evidence, params, to_days(at), inputs=inputs)
+    document = typed(params)
+    inputs = scorer.model_inputs(evidence, document)
+    beliefs = scorer.score(evidence, document, to_days(at), inputs=inputs)
     return Filtered(evidence, params, inputs, beliefs)
 
 
