@@ -40,7 +40,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import unicodedata
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -77,49 +76,8 @@ class NotProved(Exception):
         self.reason = reason
 
 
-# ------------------------------------------------------------------------ character classes
-def _re2_class(chars: Iterable[str]) -> str:
-    """An RE2 character class of exactly these characters, as ``\\x{…}`` ranges."""
-    points = sorted({ord(c) for c in chars})
-    ranges, start, prev = [], None, None
-    for p in points:
-        if start is None:
-            start = prev = p
-        elif p == prev + 1:
-            prev = p
-        else:
-            ranges.append((start, prev))
-            start = prev = p
-    if start is not None:
-        ranges.append((start, prev))
-    body = "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges)
-    return f"[{body}]"
-
-
-def _nfc_doubtful(char: str) -> bool:
-    """Whether ``char`` may leave a string not NFC: it is not NFC on its own (Unicode's NFC_Quick_Check
-    "No"), it may compose with the character before it ("Maybe": the second character of a canonical
-    composition, a Hangul vowel or final jamo) or it is a combining mark, which may be out of order.
-    A string with none of these is NFC."""
-    return (not unicodedata.is_normalized("NFC", char) or unicodedata.combining(char) != 0
-            or char in _COMPOSING_SECONDS or 0x1161 <= ord(char) <= 0x1175 or 0x11A8 <= ord(char) <= 0x11C2)
-
-
-#: Every character outside planes 4 to 13 (unassigned in every Unicode version) and 15 to 16 (private use,
-#: which no class below holds): the characters the classes below are drawn from.
-_ALL_CHARS = [chr(p) for p in itertools.chain(range(0xD800), range(0xE000, 0x40000), range(0xE0000, 0xF0000))]
-_COMPOSING_SECONDS = {chr(int(d.split()[1], 16)) for d in map(unicodedata.decomposition, _ALL_CHARS)
-                      if d and not d.startswith("<") and len(d.split()) == 2}
-#: What :func:`doxa.data.models._name` refuses, derived from the same definitions: an empty value,
-#: a control or format character (:func:`doxa.data.models.refused_char`), white space (Python's
-#: ``str.isspace``) at either end. A character that may leave the value not NFC is "not proved"
-#: (the per-line path decides), and so is a value of ids (:func:`doxa.data.models._id`) with white space.
-_REFUSED = _re2_class(c for c in _ALL_CHARS if models.refused_char(c) or _nfc_doubtful(c))
-_SPACES = _re2_class(c for c in _ALL_CHARS if c.isspace())
-NAME_REFUSED = f"^$|{_REFUSED}|^{_SPACES}|{_SPACES}$"
-ID_REFUSED = f"^$|{_REFUSED}|{_SPACES}"
 #: A text that is only white space (or nothing): no question's or instruction's text.
-BLANK_TEXT = f"^{_SPACES}*$"
+BLANK_TEXT = f"^{ingest_rules.spaces_class()}*$"
 #: The ISO 8601 forms proved here; :func:`doxa.data.times.parse_time` reads many more (those go the per-line way).
 TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
              r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$")
@@ -137,8 +95,9 @@ _NUMBER_TYPES = "('DOUBLE', 'UBIGINT', 'BIGINT')"
 _INT_TYPES = "('UBIGINT', 'BIGINT')"
 
 
-def _name_ok(s: str, refused: str = NAME_REFUSED) -> str:
-    return f"(NOT regexp_matches({s}, {sql_literal(refused)}) AND length({s}) <= {models.MAX_NAME_CHARS})"
+#: The SQL predicates of a name and of a record's own id: the ``name`` and ``id`` rules of
+#: :mod:`doxa.data.ingest_rules`.
+_name_ok, _id_ok = ingest_rules.NAME.sql, ingest_rules.ID.sql
 
 
 def _names_ok(types: str, strings: str) -> str:
@@ -174,7 +133,7 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
     if kind == "name":
         return s, f"({t} = 'VARCHAR' AND {_name_ok(s)})"
     if kind == "id":
-        return s, f"({t} = 'VARCHAR' AND {_name_ok(s, ID_REFUSED)})"
+        return s, f"({t} = 'VARCHAR' AND {_id_ok(s)})"
     if kind == "ref":  # must equal a stored or proven id or option (checked by joins): that proves it a name
         return s, f"({t} = 'VARCHAR')"
     if kind == "ref_opt":
@@ -282,7 +241,8 @@ def _check_specs() -> None:
     # field of a kind that runs a rule's predicate is held by one)
     texts = ("text", "text_nonempty", "text_opt")
     for rule in ingest_rules.RULES.values():
-        kinds = {"string": texts, "reading": ("mass",)}.get(rule.runs, ("number_opt", "int_opt"))
+        kinds = {"string": texts, "reading": ("mass",), "name": ("name", "id")}.get(rule.runs,
+                                                                                ("number_opt", "int_opt"))
         for type_name, key in rule.fields:
             assert any(f.key == key and f.kind in kinds for f in SPECS[type_name]), (rule.name, key)
     for type_name, fields in SPECS.items():

@@ -13,10 +13,15 @@ are one SQL expression each, which both paths' inserts use (:data:`DERIVED`).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
+import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
+
+from .sql import sql_literal
 
 #: Where a fix points for the record format.
 FORMATS_POINTER = "see docs/formats.md"
@@ -24,8 +29,11 @@ FORMATS_POINTER = "see docs/formats.md"
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 #: Longest free text of any field (characters): a message, question or instruction text, a
 #: settlement's note. A long email fits. Every string of a record is held to it (the ``text`` rule);
-#: names have the tighter :data:`doxa.data.models.MAX_NAME_CHARS`.
+#: names have the tighter :data:`MAX_NAME_CHARS`.
 MAX_TEXT_CHARS = 1_000_000
+#: Longest id, name, alias, option, kind, layer or reader name (characters). Names are
+#: looked up and printed in tables; a paragraph in an id is a mistake.
+MAX_NAME_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,7 @@ class Rule:
     ``check(value)``: whether a value that has its field's type (a number, an integer) keeps the rule.
     ``sql(column)``: the same check as a SQL predicate over a column of such values.
     ``message(given)``: why a value is refused (after the field's name), quoting it as written.
+    ``fix``: what to write instead (:meth:`fix_for`): one text, or ``fix(given)`` where it depends on the value.
     ``refused``: values the rule refuses and nothing before it does (the tests break files with them).
     ``runs``: where the per-line path runs the check. ``"field"``: on the field's value, once it has its
     type (:class:`doxa.data.models._Record`'s wrap validator). ``"string"``: on every string of a record,
@@ -44,6 +53,10 @@ class Rule:
     are then those whose columnar proof runs its SQL predicate (names have a tighter cap).
     ``"reading"``: on a reading's every mass, its probabilities too, once the record has its types
     (:func:`doxa.data.models.reading_mass_problem`, which names the mass before the message).
+    ``"name"``: on an id or name, wherever a record holds one (:data:`doxa.data.models.NonEmpty`,
+    :data:`doxa.data.models.Id`); ``fields`` are some that hold one alone. Its SQL predicate proves a
+    value (where it holds, so does the check); a value it does not prove goes to the per-line path,
+    which decides (a character that may leave a name not NFC).
     """
 
     name: str
@@ -51,9 +64,13 @@ class Rule:
     check: Callable[[Any], bool]
     sql: Callable[[str], str]
     message: Callable[[Any], str]
-    fix: str
+    fix: str | Callable[[Any], str]
     refused: tuple = ()
     runs: str = "field"
+
+    def fix_for(self, given) -> str:
+        """The fix of a refused value ``given``."""
+        return self.fix(given) if callable(self.fix) else self.fix
 
 
 def _within(name: str, low, high, fields: tuple[tuple[str, str], ...], refused: tuple) -> Rule:
@@ -76,6 +93,130 @@ def _at_most_chars(name: str, cap: int, fields: tuple[tuple[str, str], ...], fix
                 fix=fix, refused=("x" * (cap + 1), " " * (cap + 1)), runs="string")
 
 
+#: Cc (C0 and C1 controls: NUL, ESC, DEL…) and Cs (lone surrogates, which no UTF-8 file can hold)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: The Unicode categories no id, name, alias, option, kind or layer may hold: controls (Cc), lone
+#: surrogates (Cs) and invisible format characters (Cf: zero-width spaces and joiners U+200B–U+200D,
+#: U+2060, U+FEFF, bidi marks and overrides U+200E/F, U+202A–U+202E, U+2066–U+2069, U+061C, …).
+REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "lone surrogate", "Cf": "invisible format character"}
+
+
+def refused_char(char: str) -> str | None:
+    """What ``char`` is, where no name may hold it (see REFUSED_CATEGORIES); None where it may."""
+    return REFUSED_CATEGORIES.get(unicodedata.category(char))
+
+
+def name_problem(value: str) -> tuple[str, str] | None:
+    """Why an id, name, alias, option, kind or layer is refused and its fix, or None: visible characters
+    only, NFC, trimmed, at most MAX_NAME_CHARS (docs/formats.md, "Ids and names")."""
+    if not value:
+        return "is empty", "give a non-empty value"
+    found = _CONTROL.search(value)
+    position = found.start() if found is not None else None
+    if position is None and not value.isascii():
+        position = next((i for i, c in enumerate(value) if refused_char(c)), None)
+    if position is not None:
+        char = value[position]
+        return (f"contains the {refused_char(char)} U+{ord(char):04X} at position {position} of {value!r}",
+                "remove it: names, ids and options are visible text")
+    if value != value.strip():
+        return f"{value!r} starts or ends with white space", f"write {value.strip()!r}"
+    if len(value) > MAX_NAME_CHARS:
+        return (f"is {len(value)} characters long (at most {MAX_NAME_CHARS})",
+                "use a short name; long text belongs in a message's or question's text")
+    if not value.isascii() and not unicodedata.is_normalized("NFC", value):
+        return (f"{ascii(value)} is not in Unicode normal form NFC (a letter and its accent as two "
+                "characters, or another decomposed form)",
+                f"write {ascii(unicodedata.normalize('NFC', value))}: the same text, composed")
+    return None
+
+
+def id_problem(value: str) -> tuple[str, str] | None:
+    """Why a record's own id is refused and its fix, or None: a name (:func:`name_problem`) without
+    white space anywhere."""
+    problem = name_problem(value)
+    if problem is not None:
+        return problem
+    space = next((i for i, c in enumerate(value) if c.isspace()), None)
+    if space is not None:
+        return (f"{value!r} contains white space (U+{ord(value[space]):04X} at position {space})",
+                f"write it without, e.g. {'-'.join(value.split())!r}")
+    return None
+
+
+# ------------------------------------------------------------------------ character classes (SQL)
+def re2_class(chars: Iterable[str]) -> str:
+    """An RE2 character class of exactly these characters, as ``\\x{…}`` ranges."""
+    points = sorted({ord(c) for c in chars})
+    ranges, start, prev = [], None, None
+    for p in points:
+        if start is None:
+            start = prev = p
+        elif p == prev + 1:
+            prev = p
+        else:
+            ranges.append((start, prev))
+            start = prev = p
+    if start is not None:
+        ranges.append((start, prev))
+    body = "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges)
+    return f"[{body}]"
+
+
+@functools.cache
+def _all_chars() -> tuple[str, ...]:
+    """Every character outside planes 4 to 13 (unassigned in every Unicode version) and 15 to 16 (private
+    use, which no class here holds): the characters the classes here are drawn from (built once, when a
+    class is first needed: the per-line path never needs one)."""
+    return tuple(chr(p) for p in itertools.chain(range(0xD800), range(0xE000, 0x40000), range(0xE0000, 0xF0000)))
+
+
+@functools.cache
+def _composing_seconds() -> frozenset[str]:
+    """The second characters of Unicode's two-character canonical compositions."""
+    return frozenset(chr(int(d.split()[1], 16)) for d in map(unicodedata.decomposition, _all_chars())
+                     if d and not d.startswith("<") and len(d.split()) == 2)
+
+
+def _nfc_doubtful(char: str) -> bool:
+    """Whether ``char`` may leave a string not NFC: it is not NFC on its own (Unicode's NFC_Quick_Check
+    "No"), it may compose with the character before it ("Maybe": the second character of a canonical
+    composition, a Hangul vowel or final jamo) or it is a combining mark, which may be out of order.
+    A string with none of these is NFC."""
+    return (not unicodedata.is_normalized("NFC", char) or unicodedata.combining(char) != 0
+            or char in _composing_seconds() or 0x1161 <= ord(char) <= 0x1175 or 0x11A8 <= ord(char) <= 0x11C2)
+
+
+@functools.cache
+def spaces_class() -> str:
+    """White space (Python's ``str.isspace``), as an RE2 character class."""
+    return re2_class(c for c in _all_chars() if c.isspace())
+
+
+@functools.cache
+def _name_refused(spaces_anywhere: bool) -> str:
+    """The RE2 pattern of what :func:`name_problem` refuses (of ids, :func:`id_problem`: white space
+    anywhere), derived from the same definitions: an empty value, a control or format character
+    (:func:`refused_char`), white space at either end. A character that may leave the value not NFC
+    is "not proved" (the per-line path decides)."""
+    refused = re2_class(c for c in _all_chars() if refused_char(c) or _nfc_doubtful(c))
+    spaces = spaces_class()
+    return f"^$|{refused}|{spaces}" if spaces_anywhere else f"^$|{refused}|^{spaces}|{spaces}$"
+
+
+def _names(name: str, problem: Callable[[str], tuple[str, str] | None], spaces_anywhere: bool,
+           fields: tuple[tuple[str, str], ...], refused: tuple) -> Rule:
+    """An id or name (:attr:`Rule.runs` ``"name"``) refused where ``problem`` finds one, which says why
+    and the fix; its SQL predicate proves what ``problem`` passes (``spaces_anywhere``: ids)."""
+    return Rule(name, fields,
+                check=lambda value: problem(value) is None,
+                sql=lambda column: (f"(NOT regexp_matches({column}, {sql_literal(_name_refused(spaces_anywhere))}) "
+                                    f"AND length({column}) <= {MAX_NAME_CHARS})"),
+                message=lambda given: problem(given)[0],
+                fix=lambda given: problem(given)[1],
+                refused=refused, runs="name")
+
+
 #: Every rule of a single field's value, by name.
 RULES: dict[str, Rule] = {rule.name: rule for rule in (
     _within("probability", 0.0, 1.0, (("source", "trust"), ("settlement", "p_before")),
@@ -94,11 +235,19 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          sql=lambda column: f"({column} BETWEEN 0.0 AND 1.0)",
          message=lambda value: f"must be a number in [0, 1], got {value!r}",
          fix="", refused=(1.5, -0.25, 2.5, -1.0, 1e308), runs="reading"),
+    # every id, name, alias, option, kind, layer and reader name; a record's own id holds no white space
+    _names("name", name_problem, False, (("subject", "name"), ("relation", "kind"), ("question", "kind"),
+                                         ("reading", "reader")),
+           refused=("", " a", "a\t", "a\x00b", "a\u200bb", "\ufeffa", "x" * (MAX_NAME_CHARS + 1), "e\u0301")),
+    _names("id", id_problem, True, (("subject", "id"), ("question", "id")),
+           refused=("", "a ", "a\x1bb", "a\u202eb", "x" * (MAX_NAME_CHARS + 1), "Ae\u0301", "a b", "a\u00a0b")),
 )}
 #: The cap of every string of a record (:attr:`Rule.runs` ``"string"``).
 TEXT = RULES["text"]
 #: The bounds of each of a reading's masses (:attr:`Rule.runs` ``"reading"``).
 MASS = RULES["mass"]
+#: Ids and names, and a record's own id (:attr:`Rule.runs` ``"name"``).
+NAME, ID = RULES["name"], RULES["id"]
 
 _BY_FIELD: dict[tuple[str, str], Rule] = {field: rule for rule in RULES.values() for field in rule.fields}
 #: Every field some rule holds on its value (:attr:`Rule.runs` ``"field"``); a field's name means one

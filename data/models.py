@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from datetime import datetime
-from typing import Annotated, Literal, Mapping, Union
+from typing import Annotated, Callable, Literal, Mapping, Union
 
-from .ingest_rules import MASS, MAX_TEXT_CHARS, RULED_FIELDS, is_assistant_layer, rule_for
+from .ingest_rules import (ID, MASS, MAX_TEXT_CHARS, NAME, RULED_FIELDS, Rule, is_assistant_layer,
+                           rule_for)
 from .times import parse_time
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter,
                       ValidatorFunctionWrapHandler, field_validator, model_validator)
@@ -22,9 +22,6 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat,
 SUM_TOLERANCE = 1e-6
 SHAPES = ("choice", "yes_no", "scale")
 SETTLEMENT_HOWS = ("correction", "approval", "outcome")
-#: Longest id, name, alias, option, kind, layer or reader name (characters). Names are
-#: looked up and printed in tables; a paragraph in an id is a mistake.
-MAX_NAME_CHARS = 200
 #: A JSON integer longer than this many digits is refused (Python's own limit on reading one).
 MAX_INT_DIGITS = 4300
 
@@ -38,53 +35,22 @@ class FieldProblem(ValueError):
         self.fix = fix
 
 
-#: Cc (C0 and C1 controls: NUL, ESC, DEL…) and Cs (lone surrogates, which no UTF-8 file can hold)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _NOT_TEXT = re.compile("[\ud800-\udfff]")
-#: The Unicode categories no id, name, alias, option, kind or layer may hold: controls (Cc), lone
-#: surrogates (Cs) and invisible format characters (Cf: zero-width spaces and joiners U+200B–U+200D,
-#: U+2060, U+FEFF, bidi marks and overrides U+200E/F, U+202A–U+202E, U+2066–U+2069, U+061C, …).
-REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "lone surrogate", "Cf": "invisible format character"}
 
 
-def refused_char(char: str) -> str | None:
-    """What ``char`` is, where no name may hold it (see REFUSED_CATEGORIES); None where it may."""
-    return REFUSED_CATEGORIES.get(unicodedata.category(char))
+def _held_to(rule: Rule) -> Callable[[str], str]:
+    """The validator of a value held to ``rule`` (:attr:`Rule.runs` ``"name"``): its message and fix."""
+    def check(value: str) -> str:
+        if not rule.check(value):
+            raise FieldProblem(rule.message(value), rule.fix_for(value))
+        return value
+    return check
 
 
-def _name(value: str) -> str:
-    """An id, name, alias, option, kind or layer: visible characters only, NFC, trimmed, at most
-    MAX_NAME_CHARS (docs/formats.md, "Ids and names")."""
-    if not value:
-        raise FieldProblem("is empty", "give a non-empty value")
-    found = _CONTROL.search(value)
-    position = found.start() if found is not None else None
-    if position is None and not value.isascii():
-        position = next((i for i, c in enumerate(value) if refused_char(c)), None)
-    if position is not None:
-        char = value[position]
-        raise FieldProblem(f"contains the {refused_char(char)} U+{ord(char):04X} at position {position} of "
-                           f"{value!r}", "remove it: names, ids and options are visible text")
-    if value != value.strip():
-        raise FieldProblem(f"{value!r} starts or ends with white space", f"write {value.strip()!r}")
-    if len(value) > MAX_NAME_CHARS:
-        raise FieldProblem(f"is {len(value)} characters long (at most {MAX_NAME_CHARS})",
-                           "use a short name; long text belongs in a message's or question's text")
-    if not value.isascii() and not unicodedata.is_normalized("NFC", value):
-        raise FieldProblem(f"{ascii(value)} is not in Unicode normal form NFC (a letter and its accent as two "
-                           "characters, or another decomposed form)",
-                           f"write {ascii(unicodedata.normalize('NFC', value))}: the same text, composed")
-    return value
-
-
-def _id(value: str) -> str:
-    """A record's own id: a name (:func:`_name`) without white space anywhere."""
-    _name(value)
-    space = next((i for i, c in enumerate(value) if c.isspace()), None)
-    if space is not None:
-        raise FieldProblem(f"{value!r} contains white space (U+{ord(value[space]):04X} at position {space})",
-                           f"write it without, e.g. {'-'.join(value.split())!r}")
-    return value
+#: An id, name, alias, option, kind or layer (the ``name`` rule of :mod:`doxa.data.ingest_rules`).
+_name = _held_to(NAME)
+#: A record's own id: a name without white space anywhere (the ``id`` rule).
+_id = _held_to(ID)
 
 
 def _text(value: str) -> str:
@@ -122,7 +88,7 @@ LOOK_ALIKES_TO = "".join(_LOOK_ALIKES.values())
 
 
 Time = Annotated[datetime, Field(description="ISO 8601 date or date-time")]
-#: Ids and names: see :func:`_name`.
+#: Ids and names: see :data:`_name`.
 NonEmpty = Annotated[str, AfterValidator(_name)]
 #: A record's own id (a subject's, source's, question's, message's, instruction's, operation's).
 Id = Annotated[str, AfterValidator(_id)]

@@ -10,6 +10,7 @@ human output. Every run must end with an exit code of the documented set (0 done
 from __future__ import annotations
 
 import itertools
+import unicodedata
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,10 +26,11 @@ TRICKY = ["[/]", "[bold", "[red]x[/red]", "[link=x]", "\\", "\\[", "\x00", "\x1b
           "…", "İ", "‮"]
 #: Any text at all, with markup and control characters mixed in often.
 ANY = st.lists(st.one_of(st.text(max_size=8), st.sampled_from(TRICKY)), max_size=5).map("".join)
-#: What ingest accepts as a name or option: no control, surrogate or invisible format character, trimmed, not empty.
+#: What ingest accepts as a name or option: no control, surrogate or invisible format character, NFC, trimmed,
+#: not empty.
 NAME = (st.lists(st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Cf")), max_size=8),
                            st.sampled_from(["[/]", "[bold", "\\", "[x]"])), min_size=1, max_size=4)
-        .map(lambda parts: "".join(parts).strip()).filter(bool))
+        .map(lambda parts: unicodedata.normalize("NFC", "".join(parts)).strip()).filter(bool))
 
 _counter = itertools.count()
 

@@ -165,14 +165,16 @@ def test_a_generated_file_with_a_field_broken_against_a_rule_is_refused_alike_wi
     records, ascii_only, line, key, value, rule = broken
     message = refused_alike(as_lines(records, ascii_only))  # same refusal and text on both paths, nothing stored
     if rule.fix:
-        assert f"line {line}: {key} {rule.message(value)}: {rule.fix}" in message, message
+        assert f"line {line}: {key} {rule.message(value)}: {rule.fix_for(value)}" in message, message
     else:  # a rule without a fix (a reading's masses): its message ends the problem
         assert f"line {line}: {key} {rule.message(value)}\n" in message + "\n", message
 
 
-#: The rules of a number (the rest hold strings: test_each_string_rules_python_check_and_sql_predicate_…).
-NUMBER_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs != "string"]
+#: The rules of a number (the rest hold strings: test_each_string_rules_python_check_and_sql_predicate_…,
+#: and names: test_each_name_rules_sql_predicate_proves_only_what_its_python_check_passes).
+NUMBER_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs in ("field", "reading")]
 STRING_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs == "string"]
+NAME_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs == "name"]
 
 
 @pytest.mark.parametrize("rule", NUMBER_RULES, ids=lambda rule: rule.name)
@@ -204,6 +206,24 @@ def test_each_string_rules_python_check_and_sql_predicate_give_the_same_verdicts
         [values, values]).fetchall()]
     assert verdicts == [rule.check(v) for v in values], rule.name
     assert not any(rule.check(v) for v in rule.refused)
+
+
+@pytest.mark.parametrize("rule", NAME_RULES, ids=lambda rule: rule.name)
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+                       | st.sampled_from(["", " ", "a b", "é", "e\u0301", "😀", "\t\n", "a\u200b", "x" * 201]),
+                       max_size=12))
+def test_each_name_rules_sql_predicate_proves_only_what_its_python_check_passes(rule, values):
+    import duckdb
+
+    values = [*rule.refused, *values]
+    proved = [row[0] for row in duckdb.connect().execute(
+        f"SELECT {rule.sql('x')} FROM (SELECT unnest(?) AS x, generate_subscripts(?, 1) AS n) ORDER BY n",
+        [values, values]).fetchall()]
+    assert all(rule.check(v) for v, ok in zip(values, proved) if ok), rule.name
+    # where the check refuses, the message and fix are the per-line path's own (none is empty)
+    assert all(rule.message(v) and rule.fix_for(v) for v in values if not rule.check(v)), rule.name
+    assert not any(rule.check(v) for v in rule.refused) and not any(proved[:len(rule.refused)])
 
 
 @settings(max_examples=200, deadline=None)
