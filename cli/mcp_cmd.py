@@ -40,7 +40,7 @@ def mcp(
 ):
     """An MCP server over the store: belief, beliefs, uncertain, context, explain, search, ask, remember, and
     the feedback verbs correct, approve, outcome, reject, instruct. The store is opened per call, never held."""
-    from doxa.cli.common import fail, open_memory
+    from doxa.cli.common import fail
 
     try:
         from doxa.inference.agent import mcp_http, mcp_server
@@ -71,8 +71,8 @@ def mcp(
     from doxa.data.store import Store, default_db_path
 
     path = db or default_db_path()
-    open_memory(db).close()  # refuse a missing store at start, with the CLI's message
-    guarded(lambda: Store.open(path, create=False).close())  # and a file doxa did not make, before serving it
+    # a missing store, or a file doxa did not make, is refused at start with the CLI's message
+    guarded(lambda: Store.open(path, create=False).close())
     mcp_server.configure_logging()
     server = mcp_server.build_server(path)
     if not http:
