@@ -1,6 +1,6 @@
 """doxa on real crowd-labelled data (Bluebirds, RTE, TEMP, Adult): learned trust against known truth.
 
-Protocol (bench/data/crowd/README.md): each item is a question, each worker a source
+Protocol (the data folder's README.md): each item is a question, each worker a source
 (layers ``crowd/<set>``, leaf = worker), each label a message read with certainty
 (texts unique per label, so none is deduplicated as a copy). The gold answers of a
 random 20% of items are revealed as settlements; ``doxa train`` runs on the store
@@ -9,7 +9,11 @@ and compared with majority vote and Dawid–Skene (crowd-kit, unsupervised on al
 labels). Accuracy, log-loss (nats) and ECE (15 equal-mass bins) on the 80%, mean ±
 standard deviation over seeds. Prints a Markdown table.
 
-    python bench/crowd.py [--seeds 5] [--sets bluebirds,rte,temp,adult] [--json out.json]
+    python bench/crowd.py [--data DIR] [--seeds 5] [--sets bluebirds,rte,temp,adult] [--json out.json]
+
+The data are not part of the repository: ``--data`` names the folder (``$DOXA_CROWD_DATA``, else
+``../shared/data/crowd`` beside the checkout), laid out as that folder's README says
+(``bluebirds/``, ``snow2008/<set>.standardized.tsv``, ``adult/``).
 
 Adult is sparse (gold for 333 of 11,040 items): every item is a question, 20% of the gold
 items are revealed and the other 80% of them scored.
@@ -26,29 +30,42 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parent / "data" / "crowd"  # origins and licences: its README.md
 SENT_AT = "2026-01-05T12:00:00Z"
 
 
-def load_set(name: str) -> tuple[list[tuple[str, str, str]], dict[str, str], list[str]]:
+def crowd_data(path: str | Path | None = None) -> Path:
+    """The crowd data folder: ``path``, else ``$DOXA_CROWD_DATA``, else ``../shared/data/crowd`` beside
+    the checkout. Raises ``FileNotFoundError`` saying how to point at it."""
+    import os
+
+    chosen = path or os.environ.get("DOXA_CROWD_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd"
+    chosen = Path(chosen)
+    if not chosen.is_dir():
+        raise FileNotFoundError(f"no crowd data at {chosen}: pass --data DIR (or set DOXA_CROWD_DATA) to the folder "
+                                "holding bluebirds/, snow2008/ and adult/")
+    return chosen
+
+
+def load_set(name: str, data: str | Path | None = None) -> tuple[list[tuple[str, str, str]], dict[str, str], list[str]]:
     """(worker, item, label) triples, gold labels, and the label set, as strings."""
+    folder = crowd_data(data)
     if name == "bluebirds":
         import yaml
 
-        labels = yaml.safe_load((DATA / "bluebirds" / "labels.yaml").read_text())
-        gold = yaml.safe_load((DATA / "bluebirds" / "gt.yaml").read_text())
+        labels = yaml.safe_load((folder / "bluebirds" / "labels.yaml").read_text())
+        gold = yaml.safe_load((folder / "bluebirds" / "gt.yaml").read_text())
         word = {True: "yes", False: "no"}
         triples = [(str(w), str(i), word[bool(v)]) for w, items in labels.items() for i, v in items.items()]
         return triples, {str(i): word[bool(v)] for i, v in gold.items()}, ["yes", "no"]
     if name == "adult":  # sparse: gold for 333 of 11,040 items; the other items are questions all the same
         import csv
 
-        with open(DATA / "adult" / "labels.csv", newline="") as f:
+        with open(folder / "adult" / "labels.csv", newline="") as f:
             triples = [(r["worker"], r["item"], r["label"]) for r in csv.DictReader(f)]
-        with open(DATA / "adult" / "truth.csv", newline="") as f:
+        with open(folder / "adult" / "truth.csv", newline="") as f:
             gold = {r["item"]: r["truth"] for r in csv.DictReader(f)}
         return triples, gold, sorted({t[2] for t in triples} | set(gold.values()))
-    path = DATA / "snow2008" / f"{name}.standardized.tsv"
+    path = folder / "snow2008" / f"{name}.standardized.tsv"
     rows = [line.split("\t") for line in path.read_text().splitlines()[1:] if line.strip()]
     triples = [(r[1], r[2], r[3].strip()) for r in rows]
     gold = {r[2]: r[4].strip() for r in rows}
@@ -115,13 +132,13 @@ def mcnemar_p(only_a: int, only_b: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def run_one(name: str, seed: int, fit_options: dict) -> dict:
+def run_one(name: str, seed: int, fit_options: dict, data: str | Path | None = None) -> dict:
     from doxa.data.store import Store
     from doxa.inference.read import scorer
     from doxa.inference.learn.calibrate import apply_calibration
     from doxa.inference.learn.train import train
 
-    triples, gold, options = load_set(name)
+    triples, gold, options = load_set(name, data)
     items = sorted(gold)
     rng = np.random.default_rng(seed)
     revealed = set(rng.choice(items, size=int(round(0.2 * len(items))), replace=False).tolist())
@@ -155,16 +172,23 @@ def run_one(name: str, seed: int, fit_options: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="the crowd data folder (default $DOXA_CROWD_DATA, else "
+                                                     "../shared/data/crowd beside the checkout)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--sets", default="bluebirds,rte,temp", help="comma-separated: bluebirds, rte, temp, adult")
     parser.add_argument("--confusion", default="auto", choices=("auto", "on", "off"))
     parser.add_argument("--json", default=None, help="also write every run's numbers here")
     args = parser.parse_args(argv)
+    try:
+        crowd_data(args.data)
+    except FileNotFoundError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        return 2
     fit_options = {"confusion": args.confusion}
     results: dict[str, list[dict]] = {}
     for name in args.sets.split(","):
         for seed in range(args.seeds):
-            run = run_one(name, seed, fit_options)
+            run = run_one(name, seed, fit_options, args.data)
             results.setdefault(name, []).append(run)
             info = run["_info"]
             print(f"{name} seed {seed}: doxa acc {run['doxa']['accuracy']:.3f} ll {run['doxa']['log_loss']:.3f} "

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     world: Optional[str] = typer.Option(None, "--world", help="World config JSON (default: the `default` preset; "
-                                        "`quick`, `tiny`, `campaign` name presets too)."),
+                                        "`quick`, `tiny`, `campaign`, `open` name presets too)."),
     quick: bool = flag(False, "--quick", "The small `quick` world and a light schedule (≈ 1 minute)."),
     out: str = typer.Option("bench-out", "--out", help="Folder for report.md, results.json and the plots."),
     systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated subset of systems to run."),
@@ -67,9 +67,9 @@ def bench(
         settings.seed = seed
     if systems:
         chosen = tuple(s.strip() for s in systems.split(",") if s.strip())
-        unknown = [s for s in chosen if s not in baselines.SYSTEM_NAMES]
+        unknown = [s for s in chosen if s not in baselines.ALL_SYSTEM_NAMES]
         if unknown:
-            fail(f"--systems: unknown {unknown}; choose from {', '.join(baselines.SYSTEM_NAMES)}", 2)
+            fail(f"--systems: unknown {unknown}; choose from {', '.join(baselines.ALL_SYSTEM_NAMES)}", 2)
         settings.systems = chosen
     if checkpoints is not None:
         settings.set_checkpoints(checkpoints)
@@ -85,6 +85,8 @@ def bench(
 
     err_console = Console(stderr=True)
     n_systems = len(settings.systems)
+    if any(kind.open for kind in config.kinds) and settings.systems == baselines.SYSTEM_NAMES:
+        n_systems += len(baselines.OPEN_SYSTEM_NAMES)  # the bench adds them on open questions
     total = 1 + 2 * settings.checkpoints + n_systems
     with Progress(TextColumn("[bold]bench[/]"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), TextColumn("{task.description}"), console=err_console,
@@ -127,8 +129,30 @@ def render_table(result, console) -> None:
     console.print("acc@80%: accuracy when the least certain 20% go to a person · AURC: area under the "
                   "risk–coverage curve (lower is better) · planted: median planted claims to flip a belief "
                   f"held at ≥ 0.9 (>{result.settings.get('planted_cap', 20)}: most held)", style="dim")
+    render_open_table(result, console)
     converged = result.convergence_line()
     if converged:
         console.print(converged, style="dim" if result.convergence()["not_converged"] == 0 else "bold yellow")
     console.print(f"Report: {result.files[-2] if len(result.files) >= 2 else '(not written)'} "
                   f"({result.timings.get('total_s', 0):.0f} s)")
+
+
+def render_open_table(result, console) -> None:
+    """Open questions apart (a world with an open kind): each system on open and on closed questions."""
+    from rich.table import Table
+
+    from doxa.inference.evaluation.bench_report import open_table_rows
+
+    table_data = open_table_rows(result)
+    if table_data is None:
+        return
+    header, rows = table_data
+    table = Table(title=f"open questions: {result.world.get('open_questions', 0)} questions, "
+                        f"{result.world.get('values_added', 0)} values added over the run")
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print("later value: the truth was listed after the question was created (fixed-options cannot name "
+                  "it) · not yet named: the right top answer is `unlisted`", style="dim")

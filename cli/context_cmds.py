@@ -80,7 +80,9 @@ def search(
 def ask(
     question: str = typer.Argument(..., help="The question in words, e.g. \"Does Maya have allergies?\"."),
     subject: str = typer.Option(..., "--subject", help="Whom it is about (subject id)."),
-    options: str = typer.Option(..., "--options", help="The possible answers, comma-separated: yes,no."),
+    options: Optional[str] = typer.Option(None, "--options", help="The possible answers, comma-separated: yes,no "
+                                                                  "(default: proposed by the organizer's model from "
+                                                                  "the kept messages)."),
     kind: Optional[str] = typer.Option(None, "--kind", help="The question's kind (default: from its words)."),
     question_id: Optional[str] = typer.Option(None, "--id", help="Question id (default: SUBJECT.KIND)."),
     limit: int = limit_option(20, min=1, help="Read at most this many messages."),
@@ -92,7 +94,7 @@ def ask(
     from doxa.inference.agent.ask import ask as run
 
     mem, moment = memory_at(db, at)
-    answers = [o for o in options.split(",")]
+    answers = options.split(",") if options is not None else None
 
     def read(progress=None):
         return guarded(lambda: run(mem, question, subject, answers, kind=kind, question_id=question_id,

@@ -47,7 +47,8 @@ def _run(db: Optional[str], as_json: bool, verb: str, **arguments: Any) -> None:
 
 
 def correct(question: str = QuestionArg,
-            answer: str = typer.Argument(..., help="The right answer (one of the question's options)."),
+            answer: str = typer.Argument(..., help="The right answer: one of the question's options (a value an open "
+                                                 "question does not list yet is added to them)."),
             at: Optional[str] = FeedbackAt, by: str = _by("user"),
             db: Optional[str] = DbOption, as_json: bool = JsonOption):
     """The user corrected the assistant: record ANSWER as settled (a settlement, how: correction)."""
@@ -64,7 +65,8 @@ def approve(question: str = QuestionArg,
 
 
 def outcome(question: str = QuestionArg,
-            answer: str = typer.Argument(..., help="The answer the world showed."),
+            answer: str = typer.Argument(..., help="The answer the world showed (a value an open question does not list "
+                                                 "yet is added to its options)."),
             how: str = typer.Option(..., "--how", help="How the world showed it, e.g. \"the parcel arrived\"."),
             at: Optional[str] = FeedbackAt, by: str = _by("world"),
             db: Optional[str] = DbOption, as_json: bool = JsonOption):

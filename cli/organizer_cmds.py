@@ -1,6 +1,8 @@
-"""The organizer's verbs: `merge`, `split`, `undo`, `ops`, `replay`, and `organizer-instructions`.
+"""The organizer's verbs: `merge`, `split`, `add-option`, `open`, `undo`, `ops`, `replay`, and
+`organizer-instructions`.
 
-`merge`, `split` and `undo` record an organizer operation on the questions (and `ops` lists them);
+`merge`, `split`, `add-option`, `open` and `undo` record an organizer operation on the questions (and
+`ops` lists them);
 `replay` rebuilds a store under another set of questions; `organizer-instructions` shows and
 versions the text the organizer follows. Registered by cli/main.py through :func:`register`.
 Every import beyond typer and doxa.cli happens inside a command, so `doxa belief` starts no
@@ -17,7 +19,7 @@ import typer
 from doxa.cli.common import answers_text, emit_json, fail, guarded, json_lines, markup_safe as _e, open_memory, \
     utf8_input
 from doxa.cli.console import console
-from doxa.cli.options import Commands, DbOption, JsonOption, by_option, flag, limit_option
+from doxa.cli.options import Commands, DbOption, JsonOption, at_option, by_option, flag, limit_option
 from doxa.cli.terminal import printable
 
 ByOption = by_option("Who does this (recorded with the operation).")
@@ -28,8 +30,9 @@ instructions = Commands(help="The organizer's instructions: a versioned text in 
 
 
 def register(app: typer.Typer) -> None:
-    for command in (merge, split, undo, ops, replay):
+    for command in (merge, split, add_option, undo, ops, replay):
         app.command()(command)
+    app.command("open")(open_question)
     app.add_typer(instructions, name="organizer-instructions")
 
 
@@ -95,6 +98,44 @@ def split(
     _apply(mem, record, [q.get("id") for q in new_questions], as_json)
 
 
+OpAt = at_option("When (ISO 8601); default now.")
+
+
+def add_option(
+    question: str = typer.Argument(..., help="An open question's id."),
+    value: str = typer.Argument(..., help="The value to add to its options (appended; never 'unlisted')."),
+    at: Optional[str] = OpAt,
+    by: str = ByOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Add a value to an open question's options (`doxa undo OP` removes it while nothing names it)."""
+    mem = open_memory(db)
+    _show_change(guarded(lambda: mem.add_option(question, value, by=by, at=at)), as_json)
+
+
+def open_question(
+    question: str = typer.Argument(..., help="A closed choice question's id."),
+    at: Optional[str] = OpAt,
+    by: str = ByOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Open a closed choice question: values may be added to its options from now on."""
+    mem = open_memory(db)
+    _show_change(guarded(lambda: mem.open_question(question, by=by, at=at)), as_json)
+
+
+def _show_change(change, as_json: bool) -> None:
+    if as_json:
+        emit_json(change.to_dict())
+        return
+    typer.echo(printable(change.message))
+    typer.echo(f"  {printable(change.record['question'])}: options "
+               + (printable(", ".join(change.options)) if change.options else "none yet")
+               + ", and unlisted")
+
+
 def undo(
     op: str = typer.Argument(..., help="The operation to undo (`doxa ops` lists them)."),
     by: str = ByOption,
@@ -115,7 +156,7 @@ def ops(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
-    """Every organizer operation (merge, split, undo): who, when, and whether it was undone."""
+    """Every organizer operation (merge, split, option_added, open, undo): who, when, and whether it was undone."""
     from doxa.data.question_ops import operations
 
     mem = open_memory(db)

@@ -165,6 +165,8 @@ def _render(results) -> None:
             parts.append("linked " + ", ".join(_e(q) for q in r.linked))
         if r.created:
             parts.append("new question(s) " + ", ".join(_e(q) for q in r.created))
+        for question, values in r.values_added.items():
+            parts.append(f"new value(s) for {_e(question)}: " + ", ".join(_e(v) for v in values))
         if r.new_subjects:
             parts.append("new subject(s) " + ", ".join(_e(s) for s in r.new_subjects))
         nothing = "kept, pending" if r.status == "pending" and not parts else "nothing to track"

@@ -66,6 +66,32 @@ def options_key(kind: str, options: list[str]) -> str:
     return OPTIONS_KEY_SEPARATOR.join([kind, *options])
 
 
+#: The last state of an open (value) question: "a value no evidence has named yet" (docs/design.md §2,
+#: open questions; docs/formats.md "question"). No option of an open question, and no settlement's
+#: answer, may be this word.
+UNLISTED = "unlisted"
+#: Starts the options key of an open question, so an open and a closed question never share priors
+#: (a control character no name may hold).
+OPEN_KEY_MARK = "\x1e"
+
+
+def open_question_states(options: list[list[str]], keys: np.ndarray, group_of: np.ndarray,
+                         is_open: np.ndarray) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
+    """The states of open questions: their listed values, then :data:`UNLISTED`; their options keys
+    marked open. ``options``/``keys``/``group_of`` as the store's question table holds them (lists
+    shared per group; open and closed questions never share a group)."""
+    keys = np.asarray(keys, dtype=object).copy()
+    extended: dict[int, list[str]] = {}
+    states = list(options)
+    for i in np.flatnonzero(is_open).tolist():
+        g = int(group_of[i])
+        if g not in extended:
+            extended[g] = [*options[i], UNLISTED]
+        states[i] = extended[g]
+        keys[i] = OPEN_KEY_MARK + str(keys[i])
+    return states, keys, group_of
+
+
 @dataclass
 class QuestionTable:
     """Active questions, indexed 0..Q-1 in id order.
@@ -84,6 +110,12 @@ class QuestionTable:
     options_key: np.ndarray  # (Q,) object: kind + options joined; equal keys share priors
     option_group: np.ndarray | None = None  # (Q,) int64: equal numbers, equal options_key (computed if None)
     id_hash: np.ndarray | None = None  # (Q,) uint64: DuckDB's hash(id), to match rows keyed by question
+    #: (Q,) bool: open (value) questions, whose last option is :data:`UNLISTED` (None: all closed)
+    is_open: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.is_open is None:
+            self.is_open = np.zeros(len(self.ids), dtype=bool)
 
     def option_groups(self) -> tuple[np.ndarray, np.ndarray]:
         """(a representative question of each distinct options_key, each question's group number)."""
@@ -146,6 +178,10 @@ class Evidence:
     message: np.ndarray | None = None  # (N,) object message ids, when loaded ``with_messages``
     message_text: np.ndarray | None = None  # (N,) object their texts, where the loader had them at hand
     at: float = field(default=float("inf"))  # the time evidence was cut at (days)
+    #: (N, K_max) bool: states of an open question the reading did not name (values listed after it
+    #: was written, or left out of it); their ``probs`` column holds the reading's ``unlisted`` mass,
+    #: and :func:`named_states` excludes them from the reading's own total. None: none (closed questions).
+    unnamed: np.ndarray | None = None
 
     # Per-row views, for code that prefers them (vectorised gathers, no Python loop).
     @property
@@ -167,3 +203,35 @@ class Evidence:
     @property
     def n_readings(self) -> int:
         return int(self.q.shape[0])
+
+
+def open_readings(probs: np.ndarray, q: np.ndarray, questions: QuestionTable, unlisted: np.ndarray,
+                  n_listed: np.ndarray) -> np.ndarray:
+    """Lay readings of open questions over their states, in place; return the ``unnamed`` mask.
+
+    A reading of an open question stores a probability for each value it names (NaN for one it
+    leaves out; values listed after it was written lie past its list's end) and its ``unlisted``
+    mass. The question's last state is ``unlisted``: it gets that mass. A value the reading did not
+    name cannot be told apart by it from any other unnamed value, so its state reads exactly as
+    ``unlisted`` does: its column gets the same mass, marked ``unnamed`` so that it is not counted
+    twice in the reading's total (docs/design.md §2, open questions).
+    """
+    k_max = probs.shape[1]
+    k = questions.n_options[q]
+    open_row = questions.is_open[q]
+    column = np.arange(k_max)[None, :]
+    last = open_row[:, None] & (column == (k - 1)[:, None])
+    listed = open_row[:, None] & (column < (k - 1)[:, None])
+    unnamed = listed & ((column >= n_listed[:, None]) | np.isnan(probs))
+    probs[last] = np.broadcast_to(unlisted[:, None], probs.shape)[last]
+    probs[unnamed] = np.broadcast_to(unlisted[:, None], probs.shape)[unnamed]
+    return unnamed
+
+
+def named_states(evidence: "Evidence") -> np.ndarray:
+    """(N, K_max) bool: the states each reading's own probabilities cover (its question's options;
+    for an open question, the values it named and ``unlisted``)."""
+    k = evidence.questions.n_options[evidence.q]
+    mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
+    return mask if evidence.unnamed is None else mask & ~evidence.unnamed
+

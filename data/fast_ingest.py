@@ -173,6 +173,9 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
         value = f"CASE WHEN {t} IN {types} THEN TRY_CAST({v} AS {cast}) END"
         ruled = f" AND {rule.sql(c or value)}" if rule is not None else ""
         return value, f"({null} OR ({t} IN {types} AND {c or value} IS NOT NULL{ruled}))"
+    if kind == "closed":  # a question's "open": only a closed question (absent or false) is proved here; an
+        # open one (its options grow, its readings name some of them) goes the per-line way
+        return f"coalesce({t} = 'BOOLEAN' AND {s} = 'true', false)", f"({absent} OR ({t} = 'BOOLEAN' AND {s} = 'false'))"
     if kind == "literal":
         allowed = ", ".join(sql_literal(x) for x in f.values)
         if f.default is not None:
@@ -214,12 +217,13 @@ SPECS: dict[str, tuple[Field, ...]] = {
     "question": (Field("id", "id"), Field("subject", "ref_opt"), Field("kind", "name"),
                  Field("text", "text_nonempty"), Field("shape", "literal", default="choice", values=models.SHAPES),
                  Field("options", "names_opt"), Field("created_by", "name_opt"),
-                 Field("instructions_version", "int_opt")),
+                 Field("instructions_version", "int_opt"), Field("open", "closed")),
     "message": (Field("id", "id"), Field("source", "ref"), Field("sent_at", "time"),
                 Field("received_at", "time_opt"), Field("text", "text")),
     "reading": (Field("message", "ref"), Field("question", "ref"), Field("reader", "name"),
                 Field("reader_version", "reader_version"), Field("probs", "probs", "probs_json"),
-                Field("unclear", "mass"), Field("unrelated", "mass"), Field("one_off", "mass")),
+                Field("unclear", "mass"), Field("unrelated", "mass"), Field("one_off", "mass"),
+                Field("unlisted", "mass")),
     "settlement": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "settled_at"),
                    Field("how", "literal", values=models.SETTLEMENT_HOWS),
                    Field("by", "name_default", "settled_by", default="user"), Field("note", "text_opt"),
@@ -430,6 +434,10 @@ class Stage:
                               f"{models.SUM_TOLERANCE - SUM_MARGIN!r} OR NOT {each}").fetchone()[0]
             if bad is not None:
                 raise NotProved(f"line {bad}: reading masses not proved to sum to 1")
+            # a reading with mass on a value not listed reads an open question: the per-line path's
+            bad = con.execute("SELECT min(line) FROM _typed WHERE unlisted <> 0").fetchone()[0]
+            if bad is not None:
+                raise NotProved(f"line {bad}: a reading with unlisted mass")
             select = "*"
         elif type_name in ("question", "source"):
             self._type_rules(con, type_name)
@@ -539,12 +547,12 @@ _EMPTY_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "source": [("line", "BIGINT"), ("id", "VARCHAR"), ("layers", "VARCHAR[]"), ("trust", "DOUBLE")],
     "question": [("line", "BIGINT"), ("id", "VARCHAR"), ("subject", "VARCHAR"), ("kind", "VARCHAR"),
                  ("text", "VARCHAR"), ("shape", "VARCHAR"), ("options", "VARCHAR[]"), ("created_by", "VARCHAR"),
-                 ("instructions_version", "INTEGER")],
+                 ("instructions_version", "INTEGER"), ("open", "BOOLEAN")],
     "message": [("line", "BIGINT"), ("id", "VARCHAR"), ("source", "VARCHAR"), ("sent_at", "TIMESTAMP"),
                 ("received_at", "TIMESTAMP"), ("text", "VARCHAR")],
     "reading": [("line", "BIGINT"), ("message", "VARCHAR"), ("question", "VARCHAR"), ("reader", "VARCHAR"),
                 ("reader_version", "VARCHAR"), ("unclear", "DOUBLE"), ("unrelated", "DOUBLE"),
-                ("one_off", "DOUBLE"), ("probs", "MAP(VARCHAR, DOUBLE)")],
+                ("one_off", "DOUBLE"), ("unlisted", "DOUBLE"), ("probs", "MAP(VARCHAR, DOUBLE)")],
     "settlement": [("line", "BIGINT"), ("question", "VARCHAR"), ("answer", "VARCHAR"), ("settled_at", "TIMESTAMP"),
                    ("how", "VARCHAR"), ("settled_by", "VARCHAR"), ("note", "VARCHAR"), ("p_before", "DOUBLE"),
                    ("params_version", "INTEGER")],

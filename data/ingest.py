@@ -80,6 +80,9 @@ def describe_validation_error(err: ValidationError, line: int, record_type: obje
         elif kind in ("int_type", "int_parsing", "int_from_float"):
             problems.append(Problem(line, f"{field_name} must be a JSON integer, got {_as_written(given)}"[:300],
                                     "write a whole number without quotes or decimal point, e.g. 3", field_name))
+        elif kind in ("bool_type", "bool_parsing"):
+            problems.append(Problem(line, f"{field_name} must be true or false, got {_as_written(given)}"[:300],
+                                    "write true or false without quotes", field_name))
         elif kind == "string_too_long":  # the text rule, which pydantic checks on every string
             problems.append(Problem(line, f"{field_name or 'value'} {TEXT.message(given)}", TEXT.fix, field_name))
         elif kind in ("string_type", "list_type", "dict_type"):

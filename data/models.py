@@ -14,11 +14,12 @@ from typing import Annotated, Callable, Literal, Mapping, Union
 
 from .ingest_rules import (ID, MASS, MAX_TEXT_CHARS, NAME, RULED_FIELDS, Rule, is_assistant_layer,
                            rule_for)
+from .evidence import UNLISTED  # no option of an open question, and no settlement's answer, may be it
 from .times import parse_time
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, TypeAdapter,
                       ValidatorFunctionWrapHandler, field_validator, model_validator)
 
-#: docs/formats.md: a reading's ``probs + unclear + unrelated`` sums to 1 within this.
+#: docs/formats.md: a reading's ``probs + unlisted + unclear + unrelated`` sums to 1 within this.
 SUM_TOLERANCE = 1e-6
 SHAPES = ("choice", "yes_no", "scale")
 SETTLEMENT_HOWS = ("correction", "approval", "outcome")
@@ -99,6 +100,8 @@ NonEmptyText = Annotated[str, AfterValidator(_text), AfterValidator(_not_blank)]
 #: integer field takes a JSON integer only (7, not 7.0). Ranges are rules (:mod:`doxa.data.ingest_rules`).
 Number = StrictFloat
 Int = StrictInt
+#: A JSON ``true`` or ``false`` (``"true"``, 1 are refused, not converted).
+Flag = StrictBool
 
 
 class _Record(BaseModel):
@@ -175,20 +178,33 @@ class QuestionRecord(_Record):
     created_by: NonEmpty | None = None
     #: the version of the organizer's instructions a model wrote it under (``doxa organizer-instructions``)
     instructions_version: Int | None = None
+    #: an open (value) question: its options are the values the evidence has named so far, append
+    #: only (``option_added``), any number of them; its beliefs keep a remainder on :data:`UNLISTED`
+    open: Flag = False
 
     @model_validator(mode="after")
     def _options(self) -> "QuestionRecord":
         options = self.options
-        if self.shape == "yes_no":
+        if self.open:
+            if self.shape != "choice":
+                raise ValueError(f"an open question has shape 'choice' (its options are values), not {self.shape!r}: "
+                                 "drop 'open' for a fixed list of answers, or write shape 'choice'")
+            if options is None:
+                object.__setattr__(self, "options", [])
+            elif UNLISTED in options:
+                raise ValueError(f"options: {UNLISTED!r} is reserved on an open question (it stands for every value "
+                                 "not listed yet): name the value itself, or leave it out")
+        elif self.shape == "yes_no":
             if options is None:
                 object.__setattr__(self, "options", ["yes", "no"])
             elif sorted(options) != ["no", "yes"]:
                 raise ValueError("a yes_no question has options exactly ['yes', 'no'] (or omit 'options')")
         elif options is None:
-            raise ValueError(f"a {self.shape} question needs 'options': the list of possible answers")
+            raise ValueError(f"a {self.shape} question needs 'options': the list of possible answers "
+                             "(or \"open\": true for a question whose answers are values named as they come)")
         options = self.options
-        if len(options) < 2:
-            raise ValueError("a question needs at least 2 options")
+        if not self.open and len(options) < 2:
+            raise ValueError("a question needs at least 2 options (an open question, \"open\": true, may have fewer)")
         if len(set(options)) != len(options):
             raise ValueError("options must be distinct")
         return self
@@ -204,20 +220,23 @@ class MessageRecord(_Record):
 
 
 def reading_mass_problem(probs: Mapping[str, float], unclear: float, unrelated: float,
-                         one_off: float) -> str | None:
+                         one_off: float, unlisted: float = 0.0) -> str | None:
     """Why these are not a reading's masses, or None: each a number in [0, 1] (the ``mass`` rule of
-    :mod:`doxa.data.ingest_rules`) and ``probs + unclear + unrelated`` equal to 1 within
+    :mod:`doxa.data.ingest_rules`) and ``probs + unlisted + unclear + unrelated`` equal to 1 within
     ``SUM_TOLERANCE`` (docs/formats.md). The one check of a reading, for a record on ingest and for a
-    reader's output alike."""
+    reader's output alike. ``unlisted`` (a reading of an open question: the message states a value
+    that is not listed) is 0 on every other reading."""
     named = [(f"probs[{option!r}]", p) for option, p in probs.items()]
-    for name, value in named + [("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off)]:
+    for name, value in named + [("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off),
+                                ("unlisted", unlisted)]:
         if not MASS.check(value):
             return f"{name} {MASS.message(value)}"
     in_probs = math.fsum(probs.values())
-    total = in_probs + unclear + unrelated
+    total = in_probs + unlisted + unclear + unrelated
     if abs(total - 1.0) > SUM_TOLERANCE:
         tolerance = f"{SUM_TOLERANCE:.0e}".replace("e-0", "e-")
-        return (f"probs + unclear + unrelated sums to {total:.9g} but must sum to 1 (within {tolerance}; "
+        what = "probs + unlisted + unclear + unrelated" if unlisted else "probs + unclear + unrelated"
+        return (f"{what} sums to {total:.9g} but must sum to 1 (within {tolerance}; "
                 f"got {in_probs:.9g} in probs): renormalise them together")
     return None
 
@@ -232,19 +251,30 @@ class ReadingRecord(_Record):
     unclear: Number = 0.0
     unrelated: Number = 0.0
     one_off: Number = 0.0
+    #: a reading of an open question: the mass on "the message states a value that is not listed"
+    #: (then ``probs`` may name only some of the options); 0 on a closed question
+    unlisted: Number = 0.0
 
     @model_validator(mode="after")
     def _masses(self) -> "ReadingRecord":
-        problem = reading_mass_problem(self.probs, self.unclear, self.unrelated, self.one_off)
+        problem = reading_mass_problem(self.probs, self.unclear, self.unrelated, self.one_off, self.unlisted)
         if problem:
             raise ValueError(problem)
         return self
 
 
+def _not_unlisted(value: str) -> str:
+    """A settlement's answer: a value, never the reserved word for "a value not listed"."""
+    if value == UNLISTED:
+        raise FieldProblem(f"is the reserved word {UNLISTED!r} (every value not listed yet), not an answer",
+                           "name the value itself (a new value of an open question is added with it)")
+    return value
+
+
 class SettlementRecord(_Record):
     type: Literal["settlement"]
     question: NonEmpty
-    answer: NonEmpty
+    answer: Annotated[NonEmpty, AfterValidator(_not_unlisted)]
     at: Time
     how: Literal["correction", "approval", "outcome"]
     by: NonEmpty = "user"

@@ -1,4 +1,5 @@
-"""The organizer's operations as ingest record types: ``question_merge``, ``question_split``, ``undo``.
+"""The organizer's operations as ingest record types: ``question_merge``, ``question_split``, ``undo``,
+``option_added`` and ``question_opened``.
 
 What each one does is in :mod:`doxa.data.question_ops` and docs/organizer.md; here are
 their fields and the checks a record passes on its own. :mod:`doxa.data.records`
@@ -11,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .models import Id, NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
+from .models import UNLISTED, FieldProblem, Id, NonEmpty, QuestionRecord, ReadingRecord, Time, _Record
 
-OP_TYPES = ("question_merge", "question_split", "undo")
+OP_TYPES = ("question_merge", "question_split", "undo", "option_added", "question_opened")
 
 
 class QuestionMergeRecord(_Record):
@@ -96,8 +97,54 @@ class UndoRecord(_Record):
         return self.id or f"undo:{self.op}"
 
 
+class OptionAddedRecord(_Record):
+    """A value joins an open question's options (appended: options are never reordered)."""
+
+    type: Literal["option_added"]
+    question: NonEmpty
+    option: NonEmpty
+    #: a name, not an :data:`Id`: the default, ``option:<question>:<value>``, holds the value's spaces
+    id: NonEmpty | None = None
+    by: NonEmpty = "organizer"
+    at: Time | None = None
+
+    @field_validator("option")
+    @classmethod
+    def _not_unlisted(cls, value: str) -> str:
+        if value == UNLISTED:
+            raise FieldProblem(f"is the reserved word {UNLISTED!r} (every value not listed yet)",
+                               "name the value itself")
+        return value
+
+    @property
+    def op_id(self) -> str:
+        return self.id or f"option:{self.question}:{self.option}"
+
+
+class SettlementOption(OptionAddedRecord):
+    """The option_added a settlement naming a new value of an open question implies (written by the
+    settlement's ``by`` at its time, in the same transaction); never read from a file. Its operation id
+    is the first free one of ``option:<question>:<value>``, ``…-2``, …"""
+
+
+class QuestionOpenedRecord(_Record):
+    """A closed question becomes open: from now on values may be added to its options."""
+
+    type: Literal["question_opened"]
+    question: NonEmpty
+    id: Id | None = None
+    by: NonEmpty = "organizer"
+    at: Time | None = None
+
+    @property
+    def op_id(self) -> str:
+        return self.id or f"open:{self.question}"
+
+
 OPERATION_RECORD_TYPES: dict[str, type[_Record]] = {
     "question_merge": QuestionMergeRecord,
     "question_split": QuestionSplitRecord,
     "undo": UndoRecord,
+    "option_added": OptionAddedRecord,
+    "question_opened": QuestionOpenedRecord,
 }

@@ -21,9 +21,11 @@ Fields (JSON; every one but ``format`` and ``version`` may be left out, and then
 ``confusion``    ``{node_path: {kind: C}}`` — a K×K row-stochastic matrix
                  ``C[j][c] = P(message states c | truth j)`` for a biased source.
 ``kinds``        ``{kind: {"options", "prior", "change_rate", "half_life_days",
-                 "change_rate_interval"}}`` — base rates over the options (one non-negative
-                 number each), changes per day ``λ ≥ 0`` (``null``: not fitted) and
-                 ``ln 2 / λ`` (``null`` when ``λ = 0``).
+                 "change_rate_interval", "new_value_weight", "new_value_weight_interval"}}`` —
+                 base rates over the options (one non-negative number each; both lists empty
+                 for a kind fitted on open questions only), changes per day ``λ ≥ 0``
+                 (``null``: not fitted) and ``ln 2 / λ`` (``null`` when ``λ = 0``); for open
+                 questions, the weight ``θ > 0`` held back for values not yet named.
 ``readers``      ``{reader: {"temperature", "lo", "hi"}}`` — ``τ > 0``: ``r̃ ∝ r^(1/τ)``.
 ``calibration``  ``{"method": "none"}``, ``{"method": "temperature", "temperature": T,
                  "floor": ε}`` (``T > 0``, ε in [0, 1)) or ``{"method": "isotonic", "x": [...],
@@ -79,6 +81,9 @@ class KindEntry:
     change_rate: float | None = None
     half_life_days: float | None = None
     change_rate_interval: tuple[float, float] | None = None
+    #: θ of the kind's open questions (docs/design.md §2): base rates 1/(n+θ) per named value, θ/(n+θ) unlisted
+    new_value_weight: float | None = None
+    new_value_weight_interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -223,19 +228,30 @@ def _matrix(value: Any, where: str) -> tuple[tuple[float, ...], ...]:
 
 def _kind(entry: Any, where: str) -> KindEntry:
     entry = _mapping(entry, where, ('{"options", "prior", "change_rate"}',),
-                     ("options", "prior", "change_rate", "half_life_days", "change_rate_interval"))
+                     ("options", "prior", "change_rate", "half_life_days", "change_rate_interval",
+                      "new_value_weight", "new_value_weight_interval"))
+    new_value_weight = _number(entry.get("new_value_weight"), f"{where}.new_value_weight", above=0.0, optional=True)
     options = entry.get("options")
-    if not isinstance(options, (list, tuple)) or not options or not all(isinstance(o, str) for o in options):
-        raise ParamsDocumentError(f"{where}.options", "expected the kind's options, a non-empty list of strings")
+    if (not isinstance(options, (list, tuple)) or not all(isinstance(o, str) for o in options)
+            or (not options and new_value_weight is None)):
+        raise ParamsDocumentError(f"{where}.options", "expected the kind's options, a non-empty list of strings "
+                                  "(empty only beside a new_value_weight)")
     prior = entry.get("prior")
     if not isinstance(prior, (list, tuple)) or len(prior) != len(options):
         raise ParamsDocumentError(f"{where}.prior", f"expected {len(options)} base rates, one per option")
-    interval = entry.get("change_rate_interval")
-    if interval is not None:
+
+    def interval_of(name: str) -> tuple[float, float] | None:
+        interval = entry.get(name)
+        if interval is None:
+            return None
         if not isinstance(interval, (list, tuple)) or len(interval) != 2:
-            raise ParamsDocumentError(f"{where}.change_rate_interval", "expected [lo, hi]")
-        interval = tuple(_number(x, f"{where}.change_rate_interval[{i}]", lo=0.0) for i, x in enumerate(interval))
+            raise ParamsDocumentError(f"{where}.{name}", "expected [lo, hi]")
+        return tuple(_number(x, f"{where}.{name}[{i}]", lo=0.0) for i, x in enumerate(interval))
+
+    interval = interval_of("change_rate_interval")
     return KindEntry(
+        new_value_weight=new_value_weight,
+        new_value_weight_interval=interval_of("new_value_weight_interval"),
         options=tuple(options),
         prior=tuple(_number(p, f"{where}.prior[{i}]", lo=0.0) for i, p in enumerate(prior)),
         change_rate=_number(entry.get("change_rate"), f"{where}.change_rate", lo=0.0, optional=True),

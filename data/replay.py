@@ -2,13 +2,18 @@
 
 docs/design.md §7: replay the kept evidence through each version of the organizer and keep
 the one that scores best. Readings, settlements and rejections are carried through the options
-old and new questions share by name (:class:`doxa.data.question_ops.OptionMap`).
+old and new questions share by name (:class:`doxa.data.question_ops.OptionMap`). An open question
+replayed as an open one keeps every value the evidence named: the values its new record does not
+list are added to it (``option_added``, by whom and when they were first added), so its readings,
+settlements and rejections carry whole.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import json
 
 import pyarrow as pa
 
@@ -83,9 +88,11 @@ def _replay_into(source, target, batch, new_questions, origin):
     insert_arrow(target, tables, index_terms=False)
     target.ingest_records(batch)
 
-    old = {r[0]: list(r[1]) for r in source.execute(
-        "SELECT id, options FROM questions WHERE list_contains(?, id)", [sorted(set(origin.values())) or [""]]
-    ).fetchall()}
+    rows = source.execute("SELECT id, options, is_open FROM questions WHERE list_contains(?, id)",
+                          [sorted(set(origin.values())) or [""]]).fetchall()
+    old = {r[0]: list(r[1]) for r in rows}
+    old_open = {r[0]: bool(r[2]) for r in rows}
+    options = _carry_values(source, target, new_questions, origin, old, old_open)
     carried: dict[str, int] = {}
     con = target.con
     with transaction(con):
@@ -94,20 +101,44 @@ def _replay_into(source, target, batch, new_questions, origin):
             if src_id not in old:
                 carried[q.id] = 0
                 continue
-            omap = OptionMap(old[src_id], q.options, {o: o for o in old[src_id] if o in q.options})
-            if omap.empty:
+            omap = OptionMap(old[src_id], options[q.id], {o: o for o in old[src_id] if o in options[q.id]})
+            if omap.empty and not (q.open and old_open[src_id]):
                 carried[q.id] = 0
                 continue
-            rows = carried_readings(source.con, src_id, omap, None)
+            rows = carried_readings(source.con, src_id, omap, None, into_open=q.open)
             insert_readings(con, q.id, rows)
             carried[q.id] = len(rows)
             src_q = {"id": src_id}
             _copy_outcomes(source.con, con, src_q, {"id": q.id}, omap)
-        _copy_instructions(source, con, {q.id: q.options for q in new_questions}, origin)
+        _copy_instructions(source, con, options, origin)
         complete_readings(con)
         settle_copies(con)
         mark_evidence_changed(con, [], structure=True)
     return carried, tables
+
+
+def _carry_values(source, target, new_questions, origin, old, old_open) -> dict[str, list[str]]:
+    """Each new question's options once the values of its open source question that its record does not
+    list are added to it (only where both are open), as ``option_added`` records in the target, each by
+    whom and when it was added in the source (a value of the source's own record: by ``replay``, now)."""
+    added_by: dict[tuple[str, str], tuple[str, Any]] = {}
+    for body, by, at in source.execute("SELECT body, done_by, done_at FROM organizer_ops "
+                                       "WHERE op = 'option_added' AND NOT undone").fetchall():
+        effects = json.loads(body)["effects"]
+        added_by.setdefault((effects["questions"][0], effects["option"]), (by, at))
+    options, records = {}, []
+    for q in new_questions:
+        src_id = origin[q.id]
+        extra = ([v for v in old[src_id] if v not in q.options]
+                 if q.open and old_open.get(src_id) else [])
+        options[q.id] = list(q.options) + extra
+        for value in extra:
+            by, at = added_by.get((src_id, value), ("replay", None))
+            records.append({"type": "option_added", "question": q.id, "option": value, "by": by,
+                            "at": at.isoformat() if at is not None else None})
+    if records:
+        target.ingest_records(records)
+    return options
 
 
 def _as_table(arrow) -> pa.Table:

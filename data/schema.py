@@ -19,7 +19,7 @@ from .errors import StoreError
 from .evidence import mark_copies_sql
 from .session import transaction
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 
 
 def schema_sql() -> str:
@@ -84,6 +84,16 @@ MIGRATIONS: dict[str, tuple[str, str]] = {
         {mark_copies_sql("SELECT DISTINCT fp FROM readings")};
         UPDATE meta SET value = (value::BIGINT + 1)::VARCHAR WHERE key = 'evidence_epoch';
         UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'evidence_epoch') WHERE key = 'structure_epoch';
+    """),
+    # Version 7: value questions (docs/design.md §2, "Open questions"): a question may be open (its
+    # options grow as evidence names values), and a reading carries the mass on "a value not listed".
+    "6": ("7", """
+        ALTER TABLE questions ADD COLUMN IF NOT EXISTS is_open BOOLEAN DEFAULT false;
+        UPDATE questions SET is_open = false WHERE is_open IS NULL;
+        ALTER TABLE questions ALTER COLUMN is_open SET NOT NULL;
+        ALTER TABLE readings ADD COLUMN IF NOT EXISTS unlisted DOUBLE DEFAULT 0;
+        UPDATE readings SET unlisted = 0 WHERE unlisted IS NULL;
+        ALTER TABLE readings ALTER COLUMN unlisted SET NOT NULL;
     """),
 }
 

@@ -55,10 +55,15 @@ CREATE TABLE IF NOT EXISTS questions (
     created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
     -- the version of the organizer's instructions (prompts 'organizer') a model created it under;
     -- NULL when a person or a file wrote it
-    instructions_version INTEGER
+    instructions_version INTEGER,
+    -- an open (value) question: its options are the values the evidence has named so far, in the
+    -- order they were added (append only), and beliefs keep a remainder on "unlisted"
+    is_open    BOOLEAN NOT NULL DEFAULT false
 );
 
--- probs are in the order of questions.options.
+-- probs are in the order of questions.options. For an open question, probs covers the options
+-- listed when the reading was written (later ones are past its end) and holds NaN for an option it
+-- does not name; unlisted is its mass on "states a value that is not listed" (0 on closed questions).
 -- sent_at, source, fp and counts copy (immutable) facts of the reading's message so that
 -- loading the evidence never joins a million readings to their messages; is_copy says whether
 -- an earlier message shares its fingerprint. Write paths fill them with
@@ -77,6 +82,7 @@ CREATE TABLE IF NOT EXISTS readings (
     fp             UBIGINT,            -- hash of the message's fingerprint: copies share it
     counts         BOOLEAN,            -- false for the assistant's own notes
     is_copy        BOOLEAN,            -- an earlier message has its fingerprint (data/evidence.py mark_copies_sql)
+    unlisted       DOUBLE NOT NULL DEFAULT 0,
     PRIMARY KEY (message, question, reader)
 );
 

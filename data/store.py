@@ -29,7 +29,7 @@ from . import evidence_sql, kept_states, schema
 from .connection import connect, in_read_session, not_a_store
 from .durable import store_file
 from .errors import StoreError
-from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable
+from .evidence import OPTIONS_KEY_SQL, Evidence, QuestionTable, open_question_states
 from .session import transaction
 from .sql import bind, member_of, sql_literal
 from .times import FAR_FUTURE, to_days, utc_now
@@ -377,6 +377,9 @@ class Store:
         else:
             cols, options, keys, group_of = self._some_questions(list(ids or []), list(subjects or []),
                                                                  include_inactive)
+        is_open = np.asarray(cols["is_open"], dtype=bool).reshape(-1)
+        if is_open.any():
+            options, keys, group_of = open_question_states(options, keys, group_of, is_open)
         return QuestionTable(
             ids=np.asarray(cols["id"], dtype=object),
             subjects=np.asarray(cols["subject"], dtype=object),
@@ -388,6 +391,7 @@ class Store:
             options_key=keys,
             option_group=group_of.astype(np.int64),
             id_hash=np.asarray(cols["h"], dtype=np.uint64),
+            is_open=is_open,
         )
 
     _OPTIONS_KEY = OPTIONS_KEY_SQL
@@ -399,7 +403,8 @@ class Store:
         # sorted and converted by Arrow: cheaper than DuckDB's ORDER BY and fetchnumpy here
         # (docs/measurements/2026-12-code-choices.md); both order strings by their UTF-8 bytes, as the evidence does
         table = self.execute(
-            f"SELECT id, hash(id) AS h, subject, kind, text, shape, hash(kind, options) AS g FROM questions {where}"
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, is_open, hash(kind, options, is_open) AS g "
+            f"FROM questions {where}"
         ).to_arrow_table()
         table = table.take(pc.sort_indices(table["id"]))
         cols = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
@@ -407,7 +412,7 @@ class Store:
         # (one list per question costs far more to bring into Python)
         group_hash, group_of = np.unique(np.asarray(cols["g"], dtype=np.uint64), return_inverse=True)
         groups = self.execute(
-            f"""SELECT DISTINCT ON (hash(kind, options)) hash(kind, options) AS g, options,
+            f"""SELECT DISTINCT ON (hash(kind, options, is_open)) hash(kind, options, is_open) AS g, options,
                        {self._OPTIONS_KEY} AS options_key
                 FROM questions {where} ORDER BY g""").fetchnumpy()
         assert np.array_equal(np.asarray(groups["g"], dtype=np.uint64), group_hash)
@@ -420,7 +425,8 @@ class Store:
         """A few questions: one query, each with its own options list."""
         chosen = [member_of(column, values) for column, values in (("id", ids), ("subject", subjects)) if values]
         cols = self.execute(
-            f"SELECT id, hash(id) AS h, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status "
+            f"SELECT id, hash(id) AS h, subject, kind, text, shape, options, {self._OPTIONS_KEY} AS options_key, status, "
+            "is_open "
             f"FROM questions WHERE {' OR '.join(sql for sql, _ in chosen) or 'false'} ORDER BY id",
             [value for _, value in chosen]).fetchnumpy()
         if not include_inactive:  # in numpy: the status test costs more in SQL than the rest of the query
@@ -599,12 +605,12 @@ class Store:
     @in_read_session
     def question(self, question_id: str) -> dict[str, Any]:
         row = self.execute(
-            "SELECT id, subject, kind, text, shape, options, status FROM questions WHERE id = ?", [question_id]
-        ).fetchone()
+            "SELECT id, subject, kind, text, shape, options, status, is_open FROM questions WHERE id = ?",
+            [question_id]).fetchone()
         if row is None:
             hint = self._closest("questions", question_id)
             raise StoreError(f"no question {question_id!r}{hint}: `doxa beliefs` lists them")
-        keys = ("id", "subject", "kind", "text", "shape", "options", "status")
+        keys = ("id", "subject", "kind", "text", "shape", "options", "status", "open")
         return dict(zip(keys, row))
 
     def _closest(self, table: str, name: str) -> str:

@@ -10,6 +10,7 @@ their lines; its checks share the file's maps of ids, and a split would pass the
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import duckdb
@@ -17,13 +18,16 @@ import pyarrow as pa
 
 from . import ingest_rules, models
 from .bookkeeping import complete_readings, insert_terms, mark_evidence_changed, settle_copies
-from .errors import Problems
+from .errors import Problem, Problems
 from .ingest import IngestError, ParsedBatch
+from .operation_records import SettlementOption
 from .session import transaction
 from .sql import sql_literal
 from .text import fingerprint
 
 NEVER_EDITED = "records are never edited; use a new id"
+#: A probability a reading of an open question does not give: the option is not named (as one past its list's end).
+NOT_NAMED = float("nan")
 #: An ingest gives at most this many look-alike warnings of one kind; the rest are counted.
 MAX_WARNINGS = 20
 
@@ -194,15 +198,24 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     msg_sources = {r.source for _, r in messages} - source_ids
     known_sources = source_ids | set(_existing(con, "sources", msg_sources))
 
-    stored_questions = _existing(con, "questions", {r.id for _, r in questions}, "options, kind, shape, subject, text")
+    stored_questions = _existing(con, "questions", {r.id for _, r in questions},
+                                 "options, kind, shape, subject, text, is_open")
     for line, r in questions:
         old = stored_questions.get(r.id)
         if old is None:
             continue
-        options, kind, shape, subject, text = old
-        if list(options) != r.options or kind != r.kind:
-            problems.add(line, f"question {r.id!r} is stored with kind {kind!r} and options {list(options)}",
+        options, kind, shape, subject, text, is_open = old
+        options = list(options)
+        # an open question's options grow: the record it was written with (or opened from) lists a prefix
+        same_options = options == r.options or (is_open and options[:len(r.options)] == r.options)
+        if not same_options or kind != r.kind:
+            problems.add(line, f"question {r.id!r} is stored with kind {kind!r} and options {options}",
+                         "values join an open question by option_added records (`doxa add-option`); else use "
+                         "a new question id, or the organizer's merge/split operations" if is_open else
                          "use a new question id, or the organizer's merge/split operations")
+        elif r.open and not is_open:
+            problems.add(line, f"question {r.id!r} is stored closed (its options are all its answers)",
+                         f"open it with a question_opened record (`doxa open {r.id}`)", "open")
         else:
             stored = {"shape": shape, "subject": subject, "text": text}
             differ = [name for name, value in stored.items() if getattr(r, name) != value]
@@ -211,12 +224,25 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                                    f"({stored[differ[0]]!r})",
                              "questions are never edited: give the new wording its own question id "
                              "(and `doxa merge` the two if they ask the same)", differ[0])
-    question_options = {r.id: r.options for _, r in questions}
+    # each question's options as this file leaves them (a stored one's as stored), and whether it is open
+    question_options = {r.id: list(stored_questions[r.id][0]) if r.id in stored_questions else list(r.options)
+                        for _, r in questions}
+    question_open = {r.id: bool(stored_questions[r.id][5]) if r.id in stored_questions else r.open
+                     for _, r in questions}
+    added_values = by.get("option_added", [])
+    opened = by.get("question_opened", [])
     referenced_q = ({r.question for _, r in readings} | {r.question for _, r in settlements}
-                    | {r.question for _, r in rejections}
+                    | {r.question for _, r in rejections} | {r.question for _, r in added_values}
+                    | {r.question for _, r in opened}
                     | {r.rests_on["question"] for _, r in instructions if r.rests_on}) - set(question_options)
-    for qid, (options, _kind, _shape) in _existing(con, "questions", referenced_q, "options, kind, shape").items():
+    for qid, (options, _kind, _shape, is_open) in _existing(con, "questions", referenced_q,
+                                                            "options, kind, shape, is_open").items():
         question_options[qid] = list(options)
+        question_open[qid] = bool(is_open)
+    for _, r in opened:  # opened by this file (the operation itself checks that it may be)
+        if r.question in question_open:
+            question_open[r.question] = True
+    implied = _values_added(question_options, question_open, added_values, settlements)
     known_q = lambda qid: _known(con, "questions", qid, set(question_options))  # noqa: E731
     known_s = lambda sid: _known(con, "subjects", sid, known_subjects)  # noqa: E731
     broken_questions = broken.get("question", set())
@@ -244,10 +270,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     reading_keys = [(r.message, r.question, r.reader) for _, r in readings]
     if reading_keys:
         rows = con.execute(
-            """SELECT message, question, reader, probs, unclear, unrelated, one_off FROM readings
+            """SELECT message, question, reader, probs, unclear, unrelated, one_off, unlisted FROM readings
                WHERE message IN (SELECT unnest(?::VARCHAR[]))""", [sorted({k[0] for k in reading_keys})]
         ).fetchall()
-        stored_readings = {(m, q, rd): (list(p), u1, u2, o) for m, q, rd, p, u1, u2, o in rows}
+        stored_readings = {(m, q, rd): (list(p), u1, u2, o, ul) for m, q, rd, p, u1, u2, o, ul in rows}
 
     # --- references, line by line --------------------------------------------------------
     def unknown_subject(line: int, sid: str, where: str = "", field_name: str = "subject") -> None:
@@ -289,7 +315,21 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 problems.add(line, f"unknown question {r.question!r}", "add a question record first", "question")
             continue
         keys = set(r.probs)
-        if keys != set(opts):
+        if question_open[r.question]:
+            extra = [o for o in r.probs if o not in opts]
+            if extra:
+                problems.add(line, f"probs name {extra}, which are not options of the open question {r.question!r} "
+                                   f"(options {opts})",
+                             f"add each value first (an option_added record, `doxa add-option {r.question} VALUE`), "
+                             "or give its mass to unlisted", "probs")
+                continue
+        elif r.unlisted:
+            problems.add(line, f"unlisted is {r.unlisted!r}, but {r.question!r} is a closed question (its options "
+                               "are all its answers)",
+                         f"put that mass in unclear, or open the question first (`doxa open {r.question}`)",
+                         "unlisted")
+            continue
+        elif keys != set(opts):
             missing = [o for o in opts if o not in keys]
             extra = sorted(keys - set(opts))
             detail = []
@@ -300,16 +340,20 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
             problems.add(line, f"probs must cover exactly the options {opts} ({'; '.join(detail)})",
                          "give one probability per option of the question", "probs")
             continue
-        probs = [float(r.probs[o]) for o in opts]
+        probs = [float(r.probs[o]) if o in r.probs else NOT_NAMED for o in opts]
         old = stored_readings.get((r.message, r.question, r.reader))
         if old is not None:
-            if old != (probs, r.unclear, r.unrelated, r.one_off):
+            # the same reading names the same options with the same numbers: an option added since is past
+            # the stored list's end (or NaN), not named either way
+            named = {o: p for o, p in zip(opts, old[0]) if not math.isnan(p)}
+            if named != {o: float(p) for o, p in r.probs.items()} or old[1:] != (
+                    r.unclear, r.unrelated, r.one_off, r.unlisted):
                 problems.add(line, f"a reading of {r.message!r} for {r.question!r} by {r.reader!r} is stored "
                                    "with other values",
                              "readings are never edited; use a new reader name or version")
             continue
         reading_rows.append((r.message, r.question, r.reader, r.reader_version, probs,
-                             r.unclear, r.unrelated, r.one_off))
+                             r.unclear, r.unrelated, r.one_off, r.unlisted))
 
     for kind, items in (("settlement", settlements), ("rejection", rejections)):
         for line, r in items:
@@ -320,13 +364,17 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                                  "add a question record first",
                                  "question")
             elif r.answer not in opts:
+                opening = (f" (a value of an open question is added by naming it: open {r.question!r} first, "
+                           f"`doxa open {r.question}`)" if kind == "settlement" else "")
                 problems.add(line, f"{kind} answer {r.answer!r} is not an option of {r.question!r}",
-                             f"options are {opts}", "answer")
+                             f"options are {opts}{opening}", "answer")
     _check_settlements(con, settlements, problems)
-    _check_rejections(con, rejections, question_options, problems)
+    _check_rejections(con, rejections, question_options, question_open, problems)
 
     writers = extra_writers or {}
     extra_writers = []
+    if implied:  # a settlement naming a new value of an open question adds it, as an option_added of its own
+        others = {**others, "option_added": [*others.get("option_added", []), *implied]}
     for type_name, items in others.items():
         handler = writers.get(type_name)
         if handler is None:
@@ -373,7 +421,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "shape": [r.shape for _, r in questions],
                 "options": pa.array([r.options for _, r in questions], pa.list_(pa.string())),
                 "created_by": pa.array([r.created_by for _, r in questions], pa.string()),
-                "instructions_version": pa.array([r.instructions_version for _, r in questions], pa.int32())},
+                "instructions_version": pa.array([r.instructions_version for _, r in questions], pa.int32()),
+                "is_open": pa.array([r.open for _, r in questions], pa.bool_())},
                 conflict="ON CONFLICT DO NOTHING")
         if messages:
             new_msgs = [(line, r) for line, r in messages if r.id not in stored_messages]
@@ -392,7 +441,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "message": list(cols[0]), "question": list(cols[1]), "reader": list(cols[2]),
                 "reader_version": list(cols[3]),
                 "probs": pa.array(list(cols[4]), pa.list_(pa.float64())),
-                "unclear": list(cols[5]), "unrelated": list(cols[6]), "one_off": list(cols[7])},
+                "unclear": list(cols[5]), "unrelated": list(cols[6]), "one_off": list(cols[7]),
+                "unlisted": pa.array(list(cols[8]), pa.float64())},
                 conflict="ON CONFLICT DO NOTHING")
         if settlements:
             counts["settlements"] = _insert(con, "settlements", {
@@ -417,17 +467,63 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "rests_on_question": [r.rests_on["question"] if r.rests_on else None for _, r in instructions],
                 "rests_on_answer": [r.rests_on["answer"] if r.rests_on else None for _, r in instructions]},
                 conflict="ON CONFLICT DO NOTHING")
+        structure, by_ops = False, set()
         for handler, items in extra_writers:
-            counts.update(handler.write(con, items))
+            for name, n in handler.write(con, items).items():
+                counts[name] = counts.get(name, 0) + n
+        for handler in {id(h): h for h, _ in extra_writers}.values():
+            questions_changed, structural = handler.changed()
+            by_ops |= questions_changed
+            structure = structure or structural
+        written = {row[1] for row in reading_rows if question_open[row[1]]}
+        _check_option_order(con, question_options, {r.question: line for line, r in reversed(readings)
+                                                    if r.question in written})
         complete_readings(con)
         if also is not None:
             also(con)
         touched = ({row[1] for row in reading_rows} | {r.question for _, r in settlements}
-                   | {r.question for _, r in rejections} | settle_copies(con))
-        mark_evidence_changed(con, touched, structure=bool(extra_writers))
+                   | {r.question for _, r in rejections} | by_ops | settle_copies(con))
+        mark_evidence_changed(con, touched, structure=structure)
     if changes is not None:
-        changes.update(questions=touched, structure=bool(extra_writers))
+        changes.update(questions=touched, structure=structure)
     return {k: v for k, v in counts.items() if v}
+
+
+def _values_added(question_options: dict[str, list[str]], question_open: dict[str, bool], added_values,
+                  settlements) -> list[tuple[int, SettlementOption]]:
+    """Extend ``question_options`` (in place) to each open question's options as the file leaves them:
+    the values its ``option_added`` records add and the new values its settlements name, appended in
+    line order. Returns the settlements' additions, as option_added operations by the settlement's
+    ``by`` at its time (docs/formats.md, "settlement"). A value already listed is nothing new; an
+    addition to a closed or unknown question is left to the checks that refuse it."""
+    events = sorted([(line, r.question, r.option, None) for line, r in added_values]
+                    + [(line, r.question, r.answer, r) for line, r in settlements])
+    implied = []
+    for line, qid, value, settled in events:
+        options = question_options.get(qid)
+        if options is None or not question_open.get(qid) or value in options:
+            continue
+        options.append(value)
+        if settled is not None:
+            implied.append((line, SettlementOption(type="option_added", question=qid, option=value, by=settled.by,
+                                                   at=settled.at)))
+    return implied
+
+
+def _check_option_order(con, question_options: dict[str, list[str]], read: dict[str, int]) -> None:
+    """The options each open question read by this file (``read``: question → a line of a reading of it)
+    ends with begin with the ones its readings were written for (a merge in the same file may have
+    added values before them): refuse the file otherwise."""
+    if not read:
+        return
+    rows = con.execute("SELECT id, options FROM questions WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                       [sorted(read)]).fetchall()
+    moved = sorted(qid for qid, options in rows if list(options)[:len(question_options[qid])] != question_options[qid])
+    if moved:
+        raise IngestError([Problem(read[qid], f"this file's operations change the order of the values of {qid!r} "
+                                              "that its readings name",
+                                   "ingest the operations (merge, undo) in a file of their own first, then the "
+                                   "readings", "probs") for qid in moved])
 
 
 def _check_settlements(con, settlements, problems: Problems) -> None:
@@ -455,8 +551,10 @@ def _check_settlements(con, settlements, problems: Problems) -> None:
                          "one question has one answer at a time: drop one, or give the later one its own time", "at")
 
 
-def _check_rejections(con, rejections, question_options: dict[str, list[str]], problems: Problems) -> None:
-    """Refuse the rejection that would leave a question no possible answer."""
+def _check_rejections(con, rejections, question_options: dict[str, list[str]], question_open: dict[str, bool],
+                      problems: Problems) -> None:
+    """Refuse the rejection that would leave a question no possible answer (an open question keeps one:
+    a value not listed yet)."""
     if not rejections:
         return
     rows = con.execute(
@@ -467,8 +565,8 @@ def _check_rejections(con, rejections, question_options: dict[str, list[str]], p
         rejected.setdefault(q, set()).add(a)
     for line, r in sorted(rejections, key=lambda item: item[0]):
         opts = question_options.get(r.question)
-        if opts is None or r.answer not in opts:
-            continue  # reported above
+        if opts is None or r.answer not in opts or question_open.get(r.question):
+            continue  # reported above, or open
         now = rejected.setdefault(r.question, set())
         if r.answer not in now and len(now | {r.answer}) == len(opts):
             problems.add(line, f"this rejection would reject every option of {r.question!r} {opts}",
@@ -506,13 +604,21 @@ def _index_terms(con, ids: list[str], texts: list[str]) -> None:
 
 
 class ExtraWriter:
-    """Interface for record types added by other parts of doxa (the organizer's operations)."""
+    """Interface for record types added by other parts of doxa (the organizer's operations).
+
+    :func:`write_batch` calls ``check`` for each record type of the file it writes, then ``write``
+    for each, then ``changed``."""
 
     def check(self, con, items: list[tuple[int, Any]], batch: ParsedBatch, problems: Problems) -> None:
         raise NotImplementedError
 
     def write(self, con, items: list[tuple[int, Any]]) -> dict[str, int]:
         raise NotImplementedError
+
+    def changed(self) -> tuple[set[str], bool]:
+        """What the last ``write`` changed: (questions whose options or evidence changed, whether
+        questions came or went or evidence moved between them — then every kept state is stale)."""
+        return set(), True
 
 
 __all__ = ["write_batch", "look_alike_warnings", "ExtraWriter"]

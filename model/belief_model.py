@@ -26,6 +26,7 @@ Priors::
     (a user-stated trust on a source replaces logit α_parent for its leaf)
     π_k ~ Dirichlet(a 1),  log a ~ N(0, 1)          log λ_k = μ + s η_k,  μ ~ N(log(ln2/365), 2), s ~ HalfNormal(1)
     (``a`` is shared by every kind: how far base rates stray from even is pooled like σ and s)
+    open questions (n named values, then ``unlisted``): π = (1/(n+θ_k), …, θ_k/(n+θ_k)),  log θ_k ~ N(0, 1)
     log τ_reader ~ Normal(0, 0.5)
     confusion (optional): logit C_node[j, ·] = log C^trust(α_node)[j, ·] + Σ_{a ∈ ancestors(node)} σc_depth(a) η_a[j, ·]
 
@@ -78,6 +79,10 @@ RATE_SCALE_PRIOR = 1.0
 READER_LOG_TEMPERATURE_SCALE = 0.5
 BASE_RATE_CONCENTRATION = 1.0
 BASE_RATE_CONCENTRATION_SCALE = 1.0
+#: θ_k ~ LogNormal(log 1, 1): a priori an open question with n named values holds back about 1/(n+1)
+#: for a value not yet named, and the data may move that by a factor of e either way per σ.
+NEW_VALUE_WEIGHT = 1.0
+NEW_VALUE_WEIGHT_SCALE = 1.0
 
 
 # =============================================================================== latents
@@ -114,6 +119,10 @@ def sample_latents(structure: ModelStructure, confusion: bool, dtype=torch.float
         n_k = len(structure.kinds_with_k(k))
         latents[f"base_rates_{k}"] = pyro.sample(
             f"base_rates_{k}", dist.Dirichlet(latents["base_rate_concentration"] * ones(n_k, k)).to_event(1))
+    if structure.question_open.any():  # only then: a store of closed questions keeps its fit exactly
+        latents["new_value_weight"] = pyro.sample(
+            "new_value_weight", dist.LogNormal(torch.tensor(math.log(NEW_VALUE_WEIGHT), dtype=dtype),
+                                               NEW_VALUE_WEIGHT_SCALE * ones(structure.n_kinds)).to_event(1))
     n_r = max(len(structure.readers), 1)
     latents["reader_log_temperature"] = pyro.sample(
         "reader_log_temperature", dist.Normal(zeros(n_r), READER_LOG_TEMPERATURE_SCALE * ones(n_r)).to_event(1))
@@ -187,7 +196,8 @@ def derive(structure: ModelStructure, latents: dict[str, torch.Tensor]) -> Deriv
     # in the tail must not overflow (λ·0 = inf·0 would be NaN)
     log_rate = (latents["rate_loc"] + latents["rate_scale"] * latents["rate_offset"]).clamp(-40.0, 12.0)
     return Derived(trust_logit=trust_logit, confusion=confusion, prior_table=prior_table, rate=log_rate.exp(),
-                   inv_temperature=torch.exp(-latents["reader_log_temperature"]))
+                   inv_temperature=torch.exp(-latents["reader_log_temperature"]),
+                   new_value_weight=latents.get("new_value_weight"))
 
 
 # =============================================================================== model
@@ -219,9 +229,6 @@ def _temperature_from_settlements(chains: Chains, derived: Derived) -> torch.Ten
     readings predict the settled facts, a proper log score. Every other parameter keeps
     the gradient of the full marginal likelihood.
     """
-    frozen = Derived(trust_logit=derived.trust_logit.detach(),
-                     confusion={k: v.detach() for k, v in derived.confusion.items()},
-                     prior_table={k: v.detach() for k, v in derived.prior_table.items()},
-                     rate=derived.rate.detach(), inv_temperature=derived.inv_temperature)
+    frozen = derived.detached(keep_temperature=True)
     readings = chain_log_marginal(chains, frozen, readings_only=True)
     return readings.detach() - readings

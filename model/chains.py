@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .events import LOG_ZERO, EventStream
-from .likelihood import Derived, noise_floor
+from .likelihood import Derived, noise_floor, open_prior
 from .settled_first import UNSETTLED_CAP, cut_gradient, settled_first_weights
 from .structure import ModelStructure
 
@@ -54,6 +54,7 @@ class Chains:
     question: torch.Tensor  # (B,) question index, in layout order
     kind: torch.Tensor  # (B,)
     prior_row: torch.Tensor  # (B,) row in the group's prior table (see group_prior_table)
+    open_named: torch.Tensor  # (B,) an open question's count of named values; -1 for a closed question
     size_log2: np.ndarray  # (B,) non-increasing
     offset: np.ndarray  # (B,) first slot
     # per slot (L,)
@@ -65,6 +66,7 @@ class Chains:
     leaf: torch.Tensor
     reader: torch.Tensor
     logr_by_option: torch.Tensor  # (k, L) log reader probabilities, options first (LOG_ZERO beyond K)
+    named_by_option: torch.Tensor  # (k, L) bool: states the reading's probabilities cover (EventStream.named)
     mix: torch.Tensor
     weight: torch.Tensor
     pair: torch.Tensor  # row in the group's confusion table, -1: one-number form
@@ -75,7 +77,7 @@ class Chains:
 
     SLOT_FIELDS = ("dt", "is_reading", "n_options", "leaf", "reader", "mix", "weight", "pair", "trust_weight",
                    "confusion_weight")
-    OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option")
+    OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option", "named_by_option")
 
     @property
     def slot_question(self) -> torch.Tensor:
@@ -122,7 +124,8 @@ class Chains:
         fields = {name: getattr(self, name).index_select(0, slot_index) for name in self.SLOT_FIELDS}
         fields.update({name: getattr(self, name).index_select(1, slot_index) for name in self.OPTION_FIELDS})
         return Chains(k=self.k, ks=self.ks, question=self.question[rows], kind=self.kind[rows],
-                      prior_row=self.prior_row[rows], size_log2=self.size_log2[chosen],
+                      prior_row=self.prior_row[rows], open_named=self.open_named[rows],
+                      size_log2=self.size_log2[chosen],
                       offset=np.r_[0, np.cumsum(sizes)[:-1]], n_events=len(slots), **fields)
 
 
@@ -159,6 +162,17 @@ def group_prior_table(derived: "Derived", ks: tuple[int, ...], k: int, dtype) ->
             table = torch.full((1, kk), 1.0 / kk, dtype=dtype)
         parts.append(torch.nn.functional.pad(table, (0, k - kk)))
     return torch.cat(parts)
+
+
+def question_prior(chains: "Chains", derived: "Derived", dtype) -> torch.Tensor:
+    """(K, B) base rates of each question in the layout: its row of the group's table, or for an open
+    question the Chinese-restaurant form of its kind's θ (:func:`doxa.model.likelihood.open_prior`)."""
+    prior = group_prior_table(derived, chains.ks, chains.k, dtype)[chains.prior_row]
+    is_open = chains.open_named >= 0
+    if derived.new_value_weight is not None and bool(is_open.any()):
+        crp = open_prior(derived.new_value_weight.to(dtype)[chains.kind], chains.open_named.clamp_min(0), chains.k)
+        prior = torch.where(is_open[:, None], crp, prior)
+    return prior.T
 
 
 def group_confusion_table(derived: "Derived", ks: tuple[int, ...], k: int) -> torch.Tensor | None:
@@ -264,6 +278,10 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
         logr = np.full((len(ev), kg), LOG_ZERO)
         width = min(kg, stream.logr.shape[1])
         logr[:, :width] = np.where(valid_event[:, :width], stream.logr[ev, :width], LOG_ZERO)
+        named = np.zeros((len(ev), kg), dtype=bool)
+        named[:, :width] = valid_event[:, :width] & stream.named[ev, :width]
+        open_named = np.where(structure.question_open[qs], kq - 1, -1) if len(structure.question_open) else \
+            np.full(len(qs), -1)
         subsample = None
         if events_per_step is not None and total_slots > events_per_step:
             subsample = int(max(1, math.ceil(len(members) * events_per_step / total_slots)))
@@ -274,6 +292,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
             question=torch.as_tensor(qs, dtype=torch.long),
             kind=torch.as_tensor(kind_q, dtype=torch.long),
             prior_row=torch.as_tensor(prior_row, dtype=torch.long),
+            open_named=torch.as_tensor(open_named, dtype=torch.long),
             size_log2=size_log2[members],
             offset=offset,
             dt=torch.as_tensor(grid(dt_all[ev], 0.0, np.float64), dtype=dtype),
@@ -284,6 +303,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
             leaf=torch.as_tensor(grid(stream.leaf[ev], 0, np.int64)),
             reader=torch.as_tensor(grid(stream.reader[ev], 0, np.int64)),
             logr_by_option=torch.as_tensor(grid(logr, 0.0, np.float64).T.copy(), dtype=dtype),
+            named_by_option=torch.as_tensor(grid(named, True, bool).T.copy()),
             mix=torch.as_tensor(grid(stream.mix[ev], 0.0, np.float64), dtype=dtype),
             weight=torch.as_tensor(grid(stream.weight[ev], 0.0, np.float64), dtype=dtype),
             pair=torch.as_tensor(grid(pair, -1, np.int64)),
@@ -307,7 +327,7 @@ def chains_likelihood(chains: Chains, derived: Derived, readings_only: bool = Fa
     kq = chains.n_options
     scaled = chains.logr_by_option * derived.inv_temperature[chains.reader]
     tempered = (scaled - scaled.detach().amax(dim=0, keepdim=True)).exp()
-    tempered = tempered / tempered.sum(dim=0, keepdim=True)
+    tempered = tempered / (tempered * chains.named_by_option).sum(dim=0, keepdim=True)
     table = group_confusion_table(derived, chains.ks, k) if chains.has_pairs else None
     a = derived.trust[leaf] if derived.trust.numel() else torch.ones_like(chains.mix)
     a = cut_gradient(noise_floor(a, kq), chains.trust_weight)
@@ -329,7 +349,7 @@ def chain_log_marginal(chains: Chains, derived: Derived, readings_only: bool = F
     """
     k = chains.k
     like = chains_likelihood(chains, derived, readings_only)  # (K, L)
-    prior = group_prior_table(derived, chains.ks, k, like.dtype)[chains.prior_row].T  # (K, B)
+    prior = question_prior(chains, derived, like.dtype)  # (K, B)
     slot_prior = prior[:, chains.slot_question]  # (K, L)
     rate = derived.rate[chains.kind][chains.slot_question]
     rho = torch.exp(-rate * chains.dt)  # padding has dt = 0 → identity

@@ -31,6 +31,10 @@ class EventStream:
     leaf: np.ndarray  # (E,) source leaf node (0 for settlements)
     reader: np.ndarray  # (E,)
     logr: np.ndarray  # (E, K_max) log of the reader's probabilities over the options (LOG_ZERO for 0)
+    #: (E, K_max) bool: the states a reading's own probabilities cover (its question's options; on an
+    #: open question, the values it named and ``unlisted``): its tempered probabilities sum to 1 over
+    #: these, and an unnamed value's state copies ``unlisted`` (docs/design.md §2, open questions)
+    named: np.ndarray
     mix: np.ndarray  # (E,) 1 - weight: the part of a reading that says nothing about the lasting answer
     weight: np.ndarray  # (E,) c (1-u)(1-o), c the reading's independent share (doxa.model.independence)
     clarity: np.ndarray  # (E,) (1-u)(1-o): how clearly a reading states an answer, before any independence discount
@@ -53,9 +57,11 @@ class EventStream:
         probs = np.asarray(evidence.probs, dtype=np.float64).reshape(n, k_max)
         k_read = k_q[evidence.q].astype(np.int64)
         valid = np.arange(k_max)[None, :] < k_read[:, None]
+        named = valid if evidence.unnamed is None else valid & ~evidence.unnamed.reshape(n, k_max)
         r = np.where(valid, np.clip(probs, 0.0, None), 0.0)
-        total = r.sum(axis=1, keepdims=True)
+        total = np.where(named, r, 0.0).sum(axis=1, keepdims=True)
         r = np.where(total > 0, r / np.where(total > 0, total, 1.0), valid / np.maximum(k_read, 1)[:, None])
+        named_all = np.vstack([named, np.ones((n_s, k_max), dtype=bool)])
         with np.errstate(divide="ignore"):
             logr = np.where(r > 0, np.log(np.where(r > 0, r, 1.0)), LOG_ZERO)
         u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)
@@ -82,7 +88,8 @@ class EventStream:
         lengths = np.diff(np.r_[starts, len(q)])
         rank = np.arange(len(q)) - np.repeat(starts, lengths)
         return cls(q=q, t=t[order], is_settlement=is_settle[order], answer=answer[order], leaf=leaf[order],
-                   reader=reader[order], logr=logr_all[order], mix=mix[order], weight=weight[order],
+                   reader=reader[order], logr=logr_all[order], named=named_all[order], mix=mix[order],
+                   weight=weight[order],
                    clarity=np.r_[clear, np.ones(n_s)][order],
                    reading_row=reading_row[order], settlement_row=settlement_row[order], rank=rank,
                    n_questions=len(k_q))

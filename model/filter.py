@@ -10,7 +10,7 @@ import torch
 from doxa.data.evidence import Evidence
 
 from .events import EventStream
-from .likelihood import Derived, reading_likelihood, trust_confusion_logits
+from .likelihood import Derived, open_prior, reading_likelihood, trust_confusion_logits
 from .structure import ModelStructure
 
 
@@ -39,6 +39,11 @@ def question_inputs(structure: ModelStructure, derived: Derived, dtype=torch.flo
                         structure.kind_slot[kinds[rows]], table.shape[0] - 1)
         prior[torch.as_tensor(rows), :k] = table.to(dtype)[torch.as_tensor(slot)]
     rate = derived.rate.to(dtype)[torch.as_tensor(kinds)] if n_q else torch.zeros(0, dtype=dtype)
+    open_rows = np.flatnonzero(structure.question_open)
+    if len(open_rows) and derived.new_value_weight is not None:
+        theta = derived.new_value_weight.to(dtype)[torch.as_tensor(kinds[open_rows])]
+        prior[torch.as_tensor(open_rows)] = open_prior(theta, torch.as_tensor(structure.question_k[open_rows] - 1),
+                                                       k_max)
     return prior, rate
 
 
@@ -68,7 +73,7 @@ def stream_likelihood(stream: EventStream, structure: ModelStructure, derived: D
             torch.as_tensor(stream.mix[rows], dtype=dtype),
             torch.as_tensor(stream.weight[rows], dtype=dtype),
             derived.inv_temperature.to(dtype)[torch.as_tensor(stream.reader[rows])],
-            torch.sigmoid(trust_logit[leaf]), conf)
+            torch.sigmoid(trust_logit[leaf]), conf, torch.as_tensor(stream.named[rows, :k]))
     settle = np.flatnonzero(stream.is_settlement)
     like[torch.as_tensor(settle), torch.as_tensor(stream.answer[settle])] = 1.0
     return like
@@ -82,7 +87,7 @@ def tempered_readings(stream: EventStream, structure: ModelStructure, derived: D
     scaled = np.where(valid, stream.logr * inv_tau[:, None], -np.inf)
     peak = np.where(valid.any(axis=1), scaled.max(axis=1), 0.0)
     tempered = np.where(valid, np.exp(scaled - peak[:, None]), 0.0)
-    total = tempered.sum(axis=1, keepdims=True)
+    total = np.where(stream.named, tempered, 0.0).sum(axis=1, keepdims=True)
     return np.where(total > 0, tempered / np.where(total > 0, total, 1.0), 0.0)
 
 

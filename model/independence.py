@@ -4,11 +4,12 @@ The story of :mod:`doxa.model.belief_model` treats readings as conditionally ind
 given the answer. Two patterns break that, and a careful analyst discounts both:
 
 - a *campaign*: sources with no history (at most :data:`FRESH_READINGS` messages with a
-  counted reading in the store, a copy of an earlier message not counted) stating the same
-  answer to one question within :data:`BURST_DAYS` of one another. Fresh accounts that
-  arrive together and agree are, far more often than chance, one author (the copying
-  sources of Dong, Berti-Équille & Srivastava, VLDB 2009, "Integrating conflicting data:
-  the role of source dependence");
+  counted reading in the store, a copy of an earlier message not counted) in one layer
+  (the same parent node of the source tree) stating the same answer to one question within
+  :data:`BURST_DAYS` of one another. Fresh accounts of one venue that arrive together and
+  agree are, far more often than chance, one author (the copying sources of Dong,
+  Berti-Équille & Srivastava, VLDB 2009, "Integrating conflicting data: the role of
+  source dependence");
 - *repetition*: one source stating the same answer to one question again within
   :data:`BURST_DAYS` (a counter added to the text defeats the store's copy detection,
   not this).
@@ -21,6 +22,41 @@ with a history, and single readings, keep ``c = 1``: corroboration by establishe
 is evidence. The rule is part of the model: the fit's event stream and the scorer both
 take ``c`` from :func:`independent_share` of the same evidence, so the scorer stays the
 exact filter of the fitted model.
+
+Why the layer is part of a campaign's key (an honest change must be followed). The
+discount is a statement about authorship: ``c = E[authors] / n``, with one author
+behind a campaign group. For a group of fresh readings to have one author, one person
+must control accounts in every venue the group spans. Coordinated accounts are made
+where accounts are cheap to make: one platform, one chat, one forum; a layer node
+(``friend/close/chat``, ``web/forum``) is such a venue, and the settled-first dependence
+test (:mod:`doxa.model.settled_first`) tests dependence per layer for the same reason.
+News of a real change (someone moved, changed jobs) reaches the user through the people
+around them, in their several venues: a colleague at work, a sibling on the family chat,
+a neighbour. Keying the campaign by ``(question, answer, layer)`` gives a group of fresh
+readings spanning ``m`` layers ``m`` authors, ``n_ℓ`` readings in layer ``ℓ`` sharing one:
+
+    c_i = 1 / n_{ℓ(i)},        Σ_i c_i = m    (the number of venues, each a separate author)
+
+Under the old key ``(question, answer)`` the group had one author whatever it spanned,
+and the chaining in time made it grow with every report ``≤ BURST_DAYS`` after the last:
+an honest change told by fresh sources on consecutive days counted, however many told
+it, as one reading against the whole established record (``Σ c_i = 1`` for any ``n``),
+and was followed late or never (measured: docs/measurements/2026-12-honest-change.md). A
+campaign inside one layer — every planted campaign of the generated worlds, and the
+trusted-layer attack of ``doxa bench`` — is keyed exactly as before. What this gives up:
+a campaign whose author also controls fresh accounts in ``m`` distinct layers counts
+``m`` times, and fresh honest reporters who all sit in one layer still count once per
+burst (the honest-change bench reports both).
+
+Two other ways were weighed. Lifting the discount from groups that later evidence
+agrees with makes ``c_i`` depend on readings after ``t_i``: the fit would score each
+settlement with weights that know what came after it, and one outside reading that
+happens to agree would lift a whole campaign. A softer burst, ``P(same author | gap Δ) =
+e^{-Δ/τ}`` and ``E[authors] = 1 + Σ_k (1 - e^{-Δ_k/τ})`` over a group's gaps, cannot
+separate the campaign world's bursts (about six claims in 24 hours, gaps near 3.4 h) from
+reports a day apart: a ``τ`` that counts the daily reports nearly in full (6 h: ``1 -
+e^{-4} = 0.98`` each) counts each campaign claim at ``1 - e^{-0.57} = 0.43``, about three
+authors for six accounts.
 """
 
 from __future__ import annotations
@@ -48,9 +84,28 @@ def independent_share(evidence: Evidence, burst_days: float = BURST_DAYS) -> np.
     history = src.readings if src.readings is not None else np.bincount(evidence.source_index,
                                                                         minlength=len(src.ids))
     fresh = np.asarray(history)[evidence.source_index] <= FRESH_READINGS
-    campaign = _group_sizes(states & fresh, (evidence.q, stated), evidence.t, burst_days)
+    member = states & fresh
+    # layers of the few sources that can be in a campaign only: a store's sources are many and
+    # mostly established, and reading every path's parent would cost the full read far more
+    layer = np.zeros(n, dtype=np.int64)
+    if member.any():
+        used, which = np.unique(evidence.source_index[member], return_inverse=True)
+        layer[member] = source_layers(src.paths[used])[which.reshape(-1)]
+    campaign = _group_sizes(member, (evidence.q, stated, layer), evidence.t, burst_days)
     repeated = _group_sizes(states, (evidence.q, evidence.source_index, stated), evidence.t, burst_days)
     return 1.0 / np.maximum(campaign, repeated)
+
+
+def source_layers(paths: np.ndarray) -> np.ndarray:
+    """(S,) int64: equal numbers for sources under one layer node (their path without the leaf id).
+
+    A path is ``layer/…/layer/id``; a source with no layers has the root (``""``) as its
+    layer. One pass over the sources (not the readings), in numpy's string routines.
+    """
+    if len(paths) == 0:
+        return np.zeros(0, dtype=np.int64)
+    parents = np.char.rpartition(np.asarray(paths, dtype=str), "/")[:, 0]
+    return np.unique(parents, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _group_sizes(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float) -> np.ndarray:

@@ -22,6 +22,18 @@ class Derived:
     prior_table: dict[int, torch.Tensor]  # K → (kinds with K + 1, K); last row uniform
     rate: torch.Tensor  # (n_kinds,) λ per day
     inv_temperature: torch.Tensor  # (R,)
+    #: (n_kinds,) θ of open questions (None: the store has none): base rates 1/(n+θ) per named value,
+    #: θ/(n+θ) for ``unlisted`` (:func:`open_prior`)
+    new_value_weight: torch.Tensor | None = None
+
+    def detached(self, keep_temperature: bool = False) -> "Derived":
+        """The same values cut from the graph (the reader temperature kept live if asked)."""
+        return Derived(trust_logit=self.trust_logit.detach(),
+                       confusion={k: v.detach() for k, v in self.confusion.items()},
+                       prior_table={k: v.detach() for k, v in self.prior_table.items()},
+                       rate=self.rate.detach(),
+                       inv_temperature=self.inv_temperature if keep_temperature else self.inv_temperature.detach(),
+                       new_value_weight=None if self.new_value_weight is None else self.new_value_weight.detach())
 
     @property
     def trust(self) -> torch.Tensor:
@@ -44,18 +56,33 @@ def noise_floor(trust: torch.Tensor, k) -> torch.Tensor:
     return torch.maximum(trust, 1.0 / torch.as_tensor(k, dtype=trust.dtype))
 
 
+def open_prior(theta: torch.Tensor, n_named: torch.Tensor, k: int) -> torch.Tensor:
+    """Base rates of open questions over ``k`` padded states, (…, k): the Chinese-restaurant predictive
+    with each of the ``n_named`` values counted once, ``1/(n+θ)`` each, then ``θ/(n+θ)`` on
+    ``unlisted`` (state ``n``), 0 beyond."""
+    n = n_named.to(theta.dtype)[..., None]
+    state = torch.arange(k, dtype=theta.dtype)
+    denominator = n + theta[..., None]
+    return torch.where(state < n, 1.0 / denominator, torch.where(state == n, theta[..., None] / denominator,
+                                                                  torch.zeros((), dtype=theta.dtype)))
+
+
 # =============================================================================== likelihood
 def reading_likelihood(logr: torch.Tensor, mix: torch.Tensor, weight: torch.Tensor, inv_tau: torch.Tensor,
-                       trust: torch.Tensor, confusion: torch.Tensor | None = None) -> torch.Tensor:
+                       trust: torch.Tensor, confusion: torch.Tensor | None = None,
+                       named: torch.Tensor | None = None) -> torch.Tensor:
     """L(j) of docs/design.md §2 for readings over ``K = logr.shape[-1]`` options (any leading shape).
 
     ``confusion`` (…, K, K), where given, replaces the one-number bracket by ``Σ_c r̃_c C[j, c]``.
+    ``named`` (…, K) bool, where given: the states the reading's probabilities cover (an open
+    question's unnamed values copy ``unlisted`` and are left out of the total).
     """
     k = logr.shape[-1]
     scaled = logr * inv_tau[..., None]
     # by hand: torch's softmax kernel is several times slower over a last axis of 2–5
     tempered = (scaled - scaled.detach().amax(dim=-1, keepdim=True)).exp()
-    tempered = tempered / tempered.sum(dim=-1, keepdim=True)
+    total = tempered.sum(dim=-1, keepdim=True) if named is None else (tempered * named).sum(dim=-1, keepdim=True)
+    tempered = tempered / total
     if confusion is None:
         a = noise_floor(trust, max(k, 1))[..., None]
         bracket = a * tempered + (1 - a) * (1 - tempered) / max(k - 1, 1)

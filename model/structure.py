@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from doxa.data.evidence import Evidence
+from doxa.data.evidence import OPEN_KEY_MARK, Evidence
 
 from .logistic import logit
 from .tree import SourceTree
@@ -31,9 +31,11 @@ class ModelStructure:
     kind_slot: np.ndarray  # (n_kinds,) row of the kind in its option-count group
     question_kind: np.ndarray  # (Q,)
     question_k: np.ndarray  # (Q,)
-    question_canonical: np.ndarray  # (Q,) bool: the question has its kind's options
+    question_canonical: np.ndarray  # (Q,) bool: the question has its kind's options (never an open one)
     readers: np.ndarray  # (R,) str
     pairs: dict[int, "PairTable"] = field(default_factory=dict)  # K → (node, kind) pairs
+    #: (Q,) bool: open (value) questions: their base rates come from θ of their kind, not a table
+    question_open: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     @property
     def n_nodes(self) -> int:
@@ -49,6 +51,13 @@ class ModelStructure:
 
     def kinds_with_k(self, k: int) -> np.ndarray:
         return np.flatnonzero(self.kind_k == k)
+
+    @property
+    def open_kinds(self) -> np.ndarray:
+        """(n_kinds,) bool: kinds with an open question (they get a θ)."""
+        out = np.zeros(self.n_kinds, dtype=bool)
+        out[self.question_kind[self.question_open]] = True
+        return out
 
     @property
     def group_ks(self) -> list[int]:
@@ -71,7 +80,8 @@ class ModelStructure:
                                                      return_counts=True)
         kind_of_key = np.zeros(len(keys), dtype=np.int64)
         kind_of_key[key_of_question] = question_kind
-        best = np.lexsort((keys, -key_count, kind_of_key))  # per kind: most used, then by name
+        key_open = np.char.startswith(keys.astype(str), OPEN_KEY_MARK) if len(keys) else np.zeros(0, dtype=bool)
+        best = np.lexsort((keys, -key_count, key_open, kind_of_key))  # per kind: closed, most used, then by name
         first_of_kind = best[np.r_[0, np.flatnonzero(np.diff(kind_of_key[best])) + 1]]
         canonical_key = np.empty(len(kinds), dtype=np.int64)
         canonical_key[kind_of_key[first_of_kind]] = first_of_kind
@@ -84,7 +94,9 @@ class ModelStructure:
         for k in np.unique(kind_k):
             members = np.flatnonzero(kind_k == k)
             kind_slot[members] = np.arange(len(members))
-        question_canonical = key_of_question == canonical_key[question_kind]
+        question_open = np.asarray(qt.is_open, dtype=bool)
+        # an open question's states are its own values: it shares no base-rate table or confusion matrix
+        question_canonical = (key_of_question == canonical_key[question_kind]) & ~question_open
 
         structure = cls(
             tree=tree,
@@ -99,6 +111,7 @@ class ModelStructure:
             question_kind=question_kind.astype(np.int64),
             question_k=np.asarray(qt.n_options, dtype=np.int64),
             question_canonical=question_canonical,
+            question_open=question_open,
             readers=np.asarray(evidence.readers, dtype=str),
         )
         structure.pairs = PairTable.build_all(structure, evidence)

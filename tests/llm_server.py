@@ -68,6 +68,9 @@ DEFAULT_LABELS = ("unrelated", "lasting")
 #: What the reader's prompt calls the answers a rule names by their short name.
 LABEL_WORDING = {"unrelated": "the message says nothing about", "unclear": "the message talks about",
                  "lasting": "how things usually are", "one-off": "one single occasion"}
+#: An open question's extra answer (the reader's "a different answer for X, not listed above"): a
+#: rule naming "unlisted" picks it.
+LABEL_WORDING["unlisted"] = "a different answer for"
 #: Rules naming one of these make the digit after a reading's letter say lasting (1) or one-off (2).
 DIGIT_LABELS = {"lasting": "1", "one-off": "2"}
 
@@ -424,3 +427,67 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, {"id": "chatcmpl-org", "object": "chat.completion", "created": int(time.time()),
                               "model": "fake-organizer", "choices": [choice],
                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+# ---------------------------------------------------------------------------- `doxa answer`'s requests
+def answer_model(*, choose=None, propose=None, otherwise=None):
+    """An ``organizer`` for :class:`FakeChatServer` that also answers the two requests `doxa answer` and
+    `doxa ask` send the organizer's model (inference/agent/question_model.py), told apart by their prompt:
+
+    - "Tracked questions:" (which tracked question a question in words asks): replies
+      ``{"question": choose(prompt)}`` (default: None, none of them);
+    - "Kept messages" (the options of a new question): replies ``propose(prompt)``, a
+      ``{"kind", "text", "options"}`` dict (default: yes/no);
+
+    anything else goes to ``otherwise(message, prompt)`` (default: nothing to organize). Each call of
+    either request is recorded in the returned function's ``calls`` list as ``(request, prompt)``.
+    """
+    def reply(message: str, prompt: str) -> dict:
+        if "Tracked questions:" in prompt:
+            reply.calls.append(("choose", prompt))
+            return {"question": choose(prompt) if choose else None}
+        if "Kept messages" in prompt:
+            reply.calls.append(("propose", prompt))
+            return propose(prompt) if propose else {"kind": "custom", "text": "", "options": ["yes", "no"]}
+        if otherwise is not None:
+            return otherwise(message, prompt)
+        return {"links": [], "new_questions": [], "new_subjects": [], "new_relations": []}
+
+    reply.calls = []
+    return reply
+
+
+# ---------------------------------------------------------------------------- open questions (issue 36)
+_HOME_VALUE = re.compile(r"\b(?:live at|moved to|living at|address is)\s+"
+                         r"(\d+\s+[A-Z][\w ]*?(?:Street|Lane|Road|Avenue))", re.IGNORECASE)
+
+
+def value_organizer(subject: str = "maya", kind: str = "home", *, style: str = "new_values"):
+    """A scripted organizer for open (value) questions: a message naming an address ("I live at 12
+    Elm Street", "We moved to 5 Oak Lane") is about ``subject``'s home. With no open ``<subject>.<kind>``
+    shown, it proposes one (shape ``value``, the address as its only option); with it shown, it
+    names the address by ``style``: ``"new_values"`` (the decision the instructions teach; the
+    address as the message spells it, so "5 oak  lane" names the listed "5 Oak Lane" again) or
+    ``"propose_again"`` (a small model's slip: the same question proposed again, with the address
+    as its option). A message that names no address ("we moved, no address yet") only links the
+    question, when it is shown."""
+    qid = f"{subject}.{kind}"
+
+    def organize(message: str, prompt: str) -> dict:
+        out = {"links": [], "new_values": [], "new_questions": [], "new_subjects": [], "new_relations": []}
+        found = _HOME_VALUE.search(message)
+        shown = re.search(rf"^- {re.escape(qid)} \(about {re.escape(subject)}, open\)", prompt, re.MULTILINE)
+        if found is None:
+            if shown and "moved" in message.lower():
+                out["links"].append(qid)
+            return out
+        value = found.group(1).strip()
+        question = {"subject": subject, "kind": kind, "text": f"Where does {subject.title()} live?",
+                    "shape": "value", "options": [value]}
+        if not shown or style == "propose_again":
+            out["new_questions"].append(question)
+        else:
+            out["new_values"].append({"question": qid, "value": value})
+        return out
+
+    return organize

@@ -45,9 +45,10 @@ def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: i
     """Independent share c of each reading (model/independence.py), one reading at a time.
 
     ``readings``: dicts with ``question``, ``source``, ``day``, ``probs``, ``history`` (the
-    source's messages in the store). A reading states its single top option, if any; it
-    groups with same-answer readings of its question within ``burst_days`` (chained) that
-    come from fresh sources (if it is fresh too), or from its own source.
+    source's messages in the store) and ``layer`` (the source's layer path; missing: one layer
+    for all). A reading states its single top option, if any; it groups with same-answer
+    readings of its question within ``burst_days`` (chained) that come from fresh sources of
+    its own layer (if it is fresh too), or from its own source.
     """
     def stated(r):
         ranked = sorted(range(len(r["probs"])), key=lambda j: -r["probs"][j])
@@ -76,7 +77,8 @@ def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: i
                           and readings[j]["source"] == r["source"])
         if fresh:
             size = max(size, group_size(i, lambda j: readings[j]["question"] == r["question"]
-                                        and stated(readings[j]) == s and readings[j]["history"] <= fresh_messages))
+                                        and stated(readings[j]) == s and readings[j]["history"] <= fresh_messages
+                                        and readings[j].get("layer") == r.get("layer")))
         out.append(1.0 / size)
     return out
 

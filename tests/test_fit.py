@@ -304,3 +304,25 @@ def test_rate_information_counts_pairs_of_lasting_observations():
     assert rate_information(evidence, np.array([1]), lam, prior) == 0.0  # one observation: no pair
     evidence.one_off = np.array([0.0, 0.9, 0.0])  # a one-off says nothing lasting: dropped
     assert rate_information(evidence, np.array([0]), lam, prior) == 0.0
+
+
+def test_open_questions_change_rate_and_new_value_weight_are_recovered():
+    """A kind of open questions (four named values and ``unlisted``; values listed at random times,
+    messages read before then stating them read as unlisted): the fit recovers its change rate and
+    its θ within their 90% intervals, and publishes θ for that kind alone."""
+    config = SimulationConfig(n_questions=600, kind_options=(3, 5, 4), half_life_days=(90.0, 200.0, 3000.0),
+                              open_kinds=(1,), new_value_weight=0.5, seed=11)
+    evidence, truth = simulate_evidence(config)
+    assert evidence.questions.is_open.sum() > 150 and evidence.unnamed.any()
+    doc = BeliefFit(**FAST).fit(evidence).params_document()
+    entry = doc["kinds"]["kind1"]
+    lo, hi = entry["change_rate_interval"]
+    assert lo <= truth.change_rate["kind1"] <= hi
+    lo, hi = entry["new_value_weight_interval"]
+    assert lo <= 0.5 <= hi and hi / lo < 4  # pinned, not the prior's spread (a factor of 27 over 90%)
+    assert entry["options"] == [] and "new_value_weight" not in doc["kinds"]["kind0"]
+    # the scorer reads the published θ: an open question's prior is the Chinese-restaurant form
+    prior, _ = scorer.question_priors(evidence, doc)
+    i = int(np.flatnonzero(evidence.questions.is_open)[0])
+    theta = entry["new_value_weight"]
+    np.testing.assert_allclose(prior[i, :5], [1 / (4 + theta)] * 4 + [theta / (4 + theta)], rtol=1e-9)

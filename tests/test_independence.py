@@ -9,6 +9,7 @@ import pytest
 
 from doxa.data.store import Store
 from doxa.inference.read import params, scorer
+from doxa.model import independence
 from doxa.model.independence import BURST_DAYS, FRESH_READINGS, independent_share
 
 PARAMS = {"trust": {"friend": {"mean": 0.8, "lo": 0.8, "hi": 0.8, "n": 100}}}
@@ -135,3 +136,29 @@ def test_a_copy_adds_nothing_to_a_sources_history(forwarder):
     assert evidence.n_readings == 2  # the copy is one evidence unit with its original
     np.testing.assert_allclose(independent_share(evidence), 0.5)
     assert p_with == p_without
+
+
+def test_a_layer_is_a_venue_of_its_own():
+    """Fresh accounts agreeing in a burst are one author only within one layer (the campaign's key
+    holds the source's layer: model/independence.py); one source repeating itself is one anyway."""
+    records, _ = store_with([(f"fresh-{i}", 1, "yes") for i in range(3)] + [("fresh-0", 1, "yes")])
+    venues = {"fresh-0": ["family", "sibling"], "fresh-1": ["work", "colleague"], "fresh-2": ["friend", "close"]}
+    for record in records:
+        if record["type"] == "source":
+            record["layers"] = venues[record["id"]]
+    evidence, p = belief(records)
+    by_source = dict(zip(evidence.sources.ids[evidence.source_index].tolist(), independent_share(evidence).tolist()))
+    assert by_source == {"fresh-0": 0.5, "fresh-1": 1.0, "fresh-2": 1.0}  # fresh-0 twice: a repetition of 2
+    _, p_one_layer = belief(store_with([(f"fresh-{i}", 1, "yes") for i in range(3)] + [("fresh-0", 1, "yes")])[0])
+    assert p > p_one_layer
+
+
+@pytest.mark.parametrize("paths, same", [
+    (["friend/close/a", "friend/close/b", "friend/c"], [True, False]),
+    (["a", "b", "web/c"], [True, False]),  # no layers: the root is their layer
+    (["work/x/a", "family/x/b", "work/x/c"], [False, True]),
+])
+def test_source_layers_number_the_parent_node(paths, same):
+    layer = independence.source_layers(np.array(paths, dtype=object))
+    assert [bool(layer[0] == layer[i]) for i in (1, 2)] == same
+    assert layer.dtype == np.int64

@@ -47,7 +47,7 @@ BOUND_S = 120
 TOKEN = "Jx7_kq2ZfV9wL0pR3mN8sT1uY4cB6dE5gH-aQzXoWiK"
 
 TOOLS = {"belief", "beliefs", "uncertain", "context", "explain", "search", "ask", "correct", "approve", "outcome",
-         "reject", "instruct", "remember"}
+         "reject", "instruct", "remember", "answer", "history"}
 
 #: (tool, MCP arguments, the same call on the command line), in the order both stores see them.
 CALLS = [
@@ -74,6 +74,8 @@ CALLS = [
      ["remember", "Maya eats fish on Fridays now", "--source", "mum-chat", "--at", LATER]),
     ("belief", {"question": "maya.diet", "at": LATER}, ["belief", "maya.diet", "--at", LATER]),
     ("uncertain", {"at": LATER}, ["beliefs", "--uncertain", "--at", LATER]),
+    ("answer", {"question": "Where did Maya live before?", "at": AT}, ["answer", "Where did Maya live before?", "--at", AT]),
+    ("history", {"question": "maya.home", "end": LATER}, ["history", "maya.home", "--to", LATER]),
 ]
 
 #: Calls doxa refuses: the tool error's text is the line the CLI prints on standard error.
@@ -93,6 +95,8 @@ REFUSED = [
      ["remember", "x", "--source", "person/family/mum-chat"]),
     ("ask", {"question": "Allergies?", "subject": "nobody", "options": ["yes", "no"]},
      ["ask", "Allergies?", "--subject", "nobody", "--options", "yes,no"]),
+    ("answer", {"question": "Where?", "subject": "nobody"}, ["answer", "Where?", "--subject", "nobody"]),
+    ("history", {"question": "maya.dit"}, ["history", "maya.dit"]),
 ]
 
 #: Arguments that do not fit a tool's input schema (or no such tool): refused before doxa runs.

@@ -161,3 +161,72 @@ def test_stated_trust_is_the_prior_mean_of_its_leaf():
     assert float(derived.trust[leaf]) == pytest.approx(0.95)
     others = np.setdiff1d(np.arange(structure.n_nodes), [leaf])
     assert torch.allclose(derived.trust[others], derived.trust[others][0].expand(len(others)))
+
+
+# ---------------------------------------------------------------------------- open questions
+def open_some(evidence, seed: int = 0):
+    """The same evidence with a third of its questions open: each one's last option becomes
+    ``unlisted``, and about a third of its readings leave one listed value unnamed (as a reading
+    written before that value was added does), their column copying the ``unlisted`` mass."""
+    from dataclasses import replace
+
+    from doxa.data.evidence import OPEN_KEY_MARK, UNLISTED, QuestionTable
+
+    rng = np.random.default_rng(seed)
+    qt = evidence.questions
+    is_open = (np.arange(len(qt.ids)) % 3 == 0) & (qt.n_options >= 2)
+    options = [[*o[:-1], UNLISTED] if is_open[i] else o for i, o in enumerate(qt.options)]
+    keys = np.asarray([OPEN_KEY_MARK + k if is_open[i] else k for i, k in enumerate(qt.options_key.tolist())],
+                      dtype=object)
+    questions = QuestionTable(ids=qt.ids, subjects=qt.subjects, kinds=qt.kinds, texts=qt.texts, shapes=qt.shapes,
+                              options=options, n_options=qt.n_options, options_key=keys, is_open=is_open)
+    k = qt.n_options[evidence.q]
+    probs = evidence.probs.copy()
+    unnamed = np.zeros(probs.shape, dtype=bool)
+    rows = np.flatnonzero(is_open[evidence.q] & (k >= 3) & (rng.random(len(k)) < 0.35))
+    column = rng.integers(0, k[rows] - 1)  # a listed value, never the last state
+    unnamed[rows, column] = True
+    probs[rows, column] = probs[rows, k[rows] - 1]
+    return replace(evidence, questions=questions, probs=probs, unnamed=unnamed), is_open
+
+
+def test_open_questions_torch_filter_tree_product_and_scorer_agree(small_evidence, monkeypatch):
+    """Model = scorer on open questions: base rates from θ (the Chinese-restaurant form) and readings
+    whose unnamed values read as ``unlisted``, in the torch filter, the tree product and the scorer."""
+    monkeypatch.setattr(tree_product, "SETTLEMENT_LEAK", 0.0)
+    evidence, is_open = open_some(small_evidence)
+    structure = ModelStructure.from_evidence(evidence)
+    assert structure.question_open.sum() == is_open.sum() and not structure.question_canonical[is_open].any()
+    g = torch.Generator().manual_seed(3)
+    latents = point_latents(structure, {"reader_log_temperature": [0.4], "rate_loc": -4.5,
+                                        "new_value_weight": 0.2 + 3 * torch.rand(structure.n_kinds, generator=g,
+                                                                                 dtype=torch.float64),
+                                        "trust_logit": 1.0 + torch.randn(structure.n_nodes, generator=g,
+                                                                         dtype=torch.float64)})
+    derived = derive(structure, latents)
+    document = document_from_values(
+        structure, trust=derived.trust.numpy(), confusion={},
+        priors={k: v[:-1].numpy() for k, v in derived.prior_table.items()}, rate=derived.rate.numpy(),
+        temperature=(1 / derived.inv_temperature).numpy(), new_value_weight=derived.new_value_weight.numpy())
+    at = evidence.at + 30.0
+    ours, _ = filter_evidence(evidence, structure, derived, at=at)
+    theirs = scorer.score(evidence, document, at=at, calibrate=False)
+    np.testing.assert_allclose(scorer.apply_rejections(evidence, ours.belief), theirs.raw, atol=1e-6)
+    # an open question's prior is 1/(n+θ) per named value and θ/(n+θ) on unlisted
+    prior, _ = scorer.question_priors(evidence, document)
+    i = int(np.flatnonzero(is_open)[0])
+    n = int(evidence.questions.n_options[i]) - 1
+    theta = float(derived.new_value_weight[structure.question_kind[i]])
+    np.testing.assert_allclose(prior[i, :n + 1], [1 / (n + theta)] * n + [theta / (n + theta)], rtol=1e-9)
+    # the tree product of the fit gives the sequential filter's marginal likelihood
+    stream = EventStream.from_evidence(evidence, structure)
+    total = np.full(len(structure.question_k), np.nan)
+    for group in make_chains(stream, structure, dtype=torch.float64):
+        total[group.question.numpy()] = chain_log_marginal(group, derived).detach().numpy()
+    has = ~np.isnan(total)
+    np.testing.assert_allclose(total[has], ours.log_marginal[has], rtol=1e-9, atol=1e-9)
+    # unnamed values read exactly as unlisted: equal likelihoods in every reading that left them out
+    like = scorer.model_inputs(evidence, document).likelihood
+    rows, cols = np.nonzero(evidence.unnamed)
+    last = evidence.questions.n_options[evidence.q[rows]] - 1
+    np.testing.assert_allclose(like[rows, cols], like[rows, last], rtol=1e-12)

@@ -374,6 +374,7 @@ def test_without_change_the_belief_is_the_prior_plus_the_sum_of_log_likelihood_r
             if r.question == qid and world.messages[r.message][1] <= at_h:
                 counted.setdefault(r.message, r)
         shares = hand_shares([{"question": qid, "source": world.messages[r.message][0],
+                               "layer": "/".join(world.sources[world.messages[r.message][0]][0]),
                                "day": world.messages[r.message][1] / 24.0, "probs": r.probs,
                                "history": len(history[world.messages[r.message][0]])} for r in counted.values()])
         for r, share in zip(counted.values(), shares):

@@ -4,7 +4,10 @@ Because every message is kept, a new question can be answered from old evidence 
 and there (docs/design.md §5):
 
 1. the question is created as an organizer record (text, subject, kind, options: never
-   a probability); asking again with the same words reuses it;
+   a probability); asking again with the same words reuses it. Without options, the
+   organizer's model proposes them from the kept messages that bear on the question — the
+   values they name (:meth:`~.question_model.QuestionModel.propose`), with the question's kind
+   and its text — and the question is a value question (:func:`open_question_fields`);
 2. the kept messages bearing on the subject (naming them, or already read for one of
    their questions) are searched with the question's words (BM25, word variants:
    "allergies" finds "allergic"; data/search.py); the assistant's own notes are left out;
@@ -26,10 +29,12 @@ from typing import Any, Callable
 from doxa.data import search
 from doxa.data import subject_match
 from doxa.data.errors import StoreError
+from doxa.data.evidence import UNLISTED
 from doxa.data.text import words
 
 from doxa.inference.read.memory import Belief, Memory
 
+from .question_model import QuestionModel, question_model_from_env
 from .readers import ReaderError, reader_from_env
 
 DEFAULT_LIMIT = 20
@@ -41,6 +46,18 @@ NO_READER_HINT = (
     "(docs/readers.md). Or ingest `reading` records for {question} made by any other reader with "
     "`doxa ingest FILE`."
 )
+
+
+NO_MODEL_FOR_OPTIONS = (
+    "no --options given and no model is configured to propose them: give the possible answers, e.g. "
+    "--options yes,no, or set DOXA_ORGANIZER_URL (or DOXA_READER_URL) to an OpenAI-compatible server "
+    "(docs/readers.md) so the organizer's model names them from the kept messages")
+
+
+def open_question_fields() -> dict[str, Any]:
+    """The one place where a question doxa creates from a question in words is made *open* (a value
+    question whose options grow with the evidence, docs/formats.md `question`)."""
+    return {"open": True}
 
 
 class AskError(StoreError):
@@ -70,7 +87,8 @@ def _slug(words: list[str]) -> str:
     return "_".join(words[:3])
 
 
-def _question_terms(memory: Memory, text: str, subject: str | None) -> list[str]:
+def question_terms(memory: Memory, text: str, subject: str | None) -> list[str]:
+    """The words of a question that search the kept messages: its content words, the subject's own names left out."""
     names = subject_match.subject_label_terms(memory.store, [subject]) if subject else set()
     terms = [t for t in search.content_terms(words(text), drop=names) if len(t) > 1]
     return terms or sorted(names)
@@ -80,9 +98,10 @@ def ask(
     memory: Memory,
     question_text: str,
     subject: str,
-    options: list[str],
+    options: list[str] | None = None,
     *,
     reader=None,
+    model: QuestionModel | None = None,
     kind: str | None = None,
     question_id: str | None = None,
     at: datetime | None = None,
@@ -95,6 +114,9 @@ def ask(
     ``reader``: a :class:`~doxa.inference.agent.readers.Reader`; default ``reader_from_env()``
     when ``use_env``. ``kind`` and ``question_id`` default to words of the question
     ("Does Maya have allergies?" → kind ``allergies``, id ``maya.allergies``).
+    ``options`` None (or empty): an existing question of that id keeps its own, else ``model``
+    (default ``question_model_from_env()`` when ``use_env``) proposes them from the kept messages;
+    with no model that is an error saying how to fix it.
     ``progress(done, total)`` is called after each message read.
     """
     store = memory.store
@@ -102,33 +124,49 @@ def ask(
     if subject not in known:
         hint = f": known subjects are {', '.join(sorted(known)[:10])}" if known else ": add a subject record first"
         raise StoreError(f"no subject {subject!r}{hint}")
-    options = [o.strip() for o in options if o.strip()]
-    if len(options) < 2 or len(set(options)) != len(options):
-        raise StoreError(f"--options needs at least two distinct answers, comma-separated (got {options}): "
+    given = [o.strip() for o in (options or []) if o.strip()]
+    if given and (len(given) < 2 or len(set(given)) != len(given)):
+        raise StoreError(f"--options needs at least two distinct answers, comma-separated (got {given}): "
                          "e.g. --options yes,no")
     question_text = " ".join(question_text.split())
     if not question_text:
         raise StoreError("the question is empty: give it in words, e.g. \"Does Maya have allergies?\"")
-    terms = _question_terms(memory, question_text, subject)
+    terms = question_terms(memory, question_text, subject)
+    stored_text = question_text
+    extra: dict[str, Any] = {}
+    named = kind is not None, question_id is not None
     kind = kind or _slug([t for t in terms if t not in search.STOPWORDS]) or "custom"
     question_id = question_id or f"{subject}.{kind}"
+    existing = _existing(store, question_id)
+    proposed = not given and existing is None
+    if proposed:  # the model names the options (and the kind, unless given)
+        if model is None and use_env:
+            model = question_model_from_env()
+        if model is None:
+            raise StoreError(NO_MODEL_FOR_OPTIONS)
+        hits = search.search_messages(store, terms, subject=subject, limit=limit, include_assistant=False)
+        proposal = model.propose(question_text, known[subject]["name"], [h.text for h in hits])
+        given, extra = proposed_options(proposal.options)
+        stored_text = proposal.text or question_text
+        if proposal.kind and not named[0]:
+            kind = proposal.kind
+            if not named[1]:
+                question_id = f"{subject}.{kind}"
+                existing = _existing(store, question_id)
+    options = list(existing["options"]) if existing is not None and (proposed or not given) else given
     shape = "yes_no" if sorted(options) == ["no", "yes"] else "choice"
     record = {"type": "question", "id": question_id, "subject": subject, "kind": kind,
-              "text": question_text, "shape": shape, "options": options}
+              "text": stored_text, "shape": shape, "options": options, **extra}
 
     created = True
-    try:
-        existing = store.question(question_id)
-    except StoreError:
-        existing = None
     if existing is not None:
-        if list(existing["options"]) != options or existing["subject"] != subject:
+        if (given and not proposed and list(existing["options"]) != options) or existing["subject"] != subject:
             raise StoreError(
                 f"question {question_id!r} exists with subject {existing['subject']!r} and options "
                 f"{list(existing['options'])}: give another id (--id) or the same options")
         if existing["status"] != "active":
             raise StoreError(f"question {question_id!r} is {existing['status']}: give another id (--id)")
-        record.update(kind=existing["kind"], text=existing["text"])
+        record.update(kind=existing["kind"], text=existing["text"], options=list(existing["options"]))
         created = False
     else:
         memory.ingest([record])
@@ -144,6 +182,24 @@ def ask(
     result.created = created
     result.belief = memory.belief(question_id, at)
     return result
+
+
+def _existing(store, question_id: str) -> dict[str, Any] | None:
+    try:
+        return store.question(question_id)
+    except StoreError:
+        return None
+
+
+def proposed_options(options: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The options of a question made from proposed ones, and the record's extra fields: a yes/no
+    question is closed; any other is open (:func:`open_question_fields`), taking the proposed values
+    as they are (its ``unlisted`` remainder stands for every value not named, so no "something
+    else" option is needed; it may start with none)."""
+    options = list(dict.fromkeys(o for o in options if o and o != UNLISTED))
+    if sorted(options) == ["no", "yes"]:
+        return options, {}
+    return options, open_question_fields()
 
 
 def read_question(
@@ -165,7 +221,7 @@ def read_question(
     subject_name = None
     if q["subject"]:
         subject_name = next((s["name"] for s in store.subjects() if s["id"] == q["subject"]), q["subject"])
-    terms = terms if terms is not None else _question_terms(memory, q["text"], q["subject"])
+    terms = terms if terms is not None else question_terms(memory, q["text"], q["subject"])
     all_hits = search.search_messages(store, terms, subject=q["subject"], limit=limit, include_assistant=False)
     hits = search.search_messages(store, terms, subject=q["subject"], limit=limit, include_assistant=False,
                                   exclude_read_for=question_id)
@@ -176,7 +232,9 @@ def read_question(
                        reader=getattr(reader, "name", type(reader).__name__))
     try:
         for done, hit in enumerate(hits, start=1):
-            reading = reader.read(hit.text, q["text"], options, subject=subject_name)
+            # an open question is read with its "not listed" choice (docs/readers.md)
+            reading = (reader.read(hit.text, q["text"], options, subject=subject_name, open=True) if q["open"]
+                       else reader.read(hit.text, q["text"], options, subject=subject_name))
             records.append(reading.to_record(hit.message, question_id))
             if progress:
                 progress(done, len(hits))
@@ -191,4 +249,5 @@ def read_question(
     return result
 
 
-__all__ = ["ask", "read_question", "AskResult", "AskError", "NO_READER_HINT"]
+__all__ = ["ask", "read_question", "AskResult", "AskError", "NO_READER_HINT", "NO_MODEL_FOR_OPTIONS",
+           "open_question_fields", "proposed_options", "question_terms"]

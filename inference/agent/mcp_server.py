@@ -1,7 +1,7 @@
 """`doxa mcp`: the store as an MCP server (the official Python SDK's ``MCPServer``), one store per server.
 
-Tools: ``belief``, ``beliefs``, ``uncertain``, ``context``, ``explain``, ``search``, ``ask``
-(reads), ``remember`` (a raw message in) and ``correct``, ``approve``, ``outcome``, ``reject``,
+Tools: ``belief``, ``beliefs``, ``uncertain``, ``context``, ``explain``, ``history``, ``search``, ``ask``,
+``answer`` (reads), ``remember`` (a raw message in) and ``correct``, ``approve``, ``outcome``, ``reject``,
 ``instruct`` (feedback that becomes settled fact). Each calls the function of the same name in
 :mod:`doxa.inference.agent.tools`, the one the CLI calls for ``--json``, so a tool's text result
 is byte for byte what `doxa VERB --json` prints; its structured result is the same value
@@ -34,10 +34,12 @@ from doxa.data.errors import IngestError, StoreError
 from doxa.data.search import SearchHit
 
 from . import tools
+from .answer import AnswerResult
 from .ask import AskResult
 from .context import Context
 from .remember import RememberResult
 from doxa.inference.read.feedback import Feedback
+from doxa.inference.read.history import History
 from doxa.inference.read.uncertain import Uncertain
 from doxa.inference.read.memory import Belief, Explanation, open_store
 from doxa.inference.read.params import DEFAULT_ACT_AT
@@ -50,7 +52,7 @@ COMPUTED_ON_READ = ("Probabilities are computed when the tool runs, from the kep
 INSTRUCTIONS = (
     "doxa is a belief memory: every answer to a question about a person or thing comes with the probability "
     "the kept evidence supports. Before acting on what you remember, call `context` with the task (or `belief` "
-    "for one question); where `act` is false (or `ask` is true), ask the user first, and `uncertain` lists "
+    "for one question, `answer` for a question in words); where `act` is false (or `ask` is true), ask the user first, and `uncertain` lists "
     "what is most worth asking. Record what the user and the world tell you with `correct`, `approve`, "
     "`outcome`, `reject` and `instruct`: these become settled facts the nightly training learns from; hand "
     "over new raw messages with `remember`. "
@@ -171,6 +173,17 @@ def build_server(db_path: str) -> MCPServer:
     def explain(question: QuestionId, at: At = None) -> Annotated[CallToolResult, Explanation]:
         return call("explain", question=question, at=at)
 
+    @tool(READ, "How the belief in one question moved (`doxa history --json`): {question, text, points: [{at, top, "
+                "p, probs, act, event: {kind: reading|settlement|rejection, …}, also}], changes: [{at, from, to}]} — "
+                "the top answer and its probability after each change of evidence from `start` to `end`, and the "
+                "times the top answer changed.")
+    def history(question: QuestionId,
+                start: Annotated[str | None, Field(description="ISO 8601: show changes from then on (default: from "
+                                                               "the first evidence).")] = None,
+                end: Annotated[str | None, Field(description="ISO 8601: only evidence up to then (default now).")]
+                = None, act_at: ActAt = None) -> Annotated[CallToolResult, History]:
+        return call("history", question=question, start=start, end=end, act_at=act_at)
+
     @tool(READ, "Full-text search (BM25) over every kept message, best first (`doxa search --json`): {words, "
                 "terms, hits: [{message, score, text, source, source_path, sent_at, is_assistant, matched}]}.")
     def search(words: Annotated[str, Field(description="Words to look for.")], subject: Subject = None,
@@ -179,18 +192,35 @@ def build_server(db_path: str) -> MCPServer:
         return call("search", words=words, subject=subject, limit=limit)
 
     @tool(FEEDBACK, "Ask memory a question nobody prepared (`doxa ask --json`): the question is created (never "
-                    "with a probability), the kept messages about the subject are read by the configured reader, "
-                    "and the belief is returned; with no reader configured, the messages found and how to "
-                    "configure one.")
+                    "with a probability; without options, the organizer's model proposes them from the kept "
+                    "messages), the kept messages about the subject are read by the configured reader, and the "
+                    "belief is returned; with no reader configured, the messages found and how to configure one.")
     def ask(question: Annotated[str, Field(min_length=1, description="The question in words.")],
             subject: Annotated[str, Field(description="Whom it is about (subject id).")],
-            options: Annotated[list[str], Field(min_length=2, description="The possible answers.")],
+            options: Annotated[list[str] | None, Field(min_length=2, description="The possible answers (default: "
+                                                                               "proposed by the organizer's model "
+                                                                               "from the kept messages).")] = None,
             kind: Annotated[str | None, Field(description="The question's kind (default: from its words).")] = None,
             question_id: Annotated[str | None, Field(description="Question id (default SUBJECT.KIND).")] = None,
             at: At = None, limit: Annotated[int, Field(ge=1, description="Read at most this many messages.")] = 20,
             ) -> Annotated[CallToolResult, AskResult]:
         return call("ask", question=question, subject=subject, options=options, kind=kind, question_id=question_id,
                     at=at, limit=limit)
+
+    @tool(FEEDBACK, "Ask memory a question in words (`doxa answer --json`), e.g. \"What is my current job?\" or "
+                    "\"Where did Maya live before?\": the tracked question it asks is found by search (the "
+                    "organizer's model picks among close matches) or created with the options the model proposes "
+                    "from the kept messages, and read by the configured reader. Returns {question, answer, p, act, "
+                    "abstain, message, settle, alternatives, evidence, created, at (the time the answer is for), "
+                    "when (now, previous or first), found_by, changes, skipped}. abstain true means \"I don't "
+                    "know\": ask the user (settle says what would settle it).")
+    def answer(question: Annotated[str, Field(min_length=1, description="The question in words.")],
+               subject: Annotated[str | None, Field(description="Whom it is about (subject id; default: whom the "
+                                                                "words name, the user for I/my/me).")] = None,
+               at: At = None, act_at: ActAt = None,
+               limit: Annotated[int, Field(ge=1, description="Read at most this many messages.")] = 20,
+               ) -> Annotated[CallToolResult, AnswerResult]:
+        return call("answer", question=question, subject=subject, at=at, act_at=act_at, limit=limit)
 
     @tool(FEEDBACK, "Hand memory a raw message exactly as it arrived (`doxa remember --json`): it is kept with its "
                     "source and time, the organizer links it to the questions it bears on (creating new ones where "

@@ -2,8 +2,8 @@
 
 :class:`doxa.inference.read.memory.Memory` reads beliefs, explains them and records feedback;
 it needs numpy and DuckDB only. Turning a raw message into evidence (:meth:`AgentMemory.remember`,
-:meth:`AgentMemory.organize`) needs the organizer and the reader, the model clients of this
-layer. Imports run one way, agent → read (tests/test_architecture.py), so those two verbs are
+:meth:`AgentMemory.organize`) and a question in words into an answer (:meth:`AgentMemory.answer`) need
+the organizer and the reader, the model clients of this layer. Imports run one way, agent → read (tests/test_architecture.py), so those two verbs are
 added here, by a subclass, rather than written in read/ as calls up a layer.
 
 :func:`doxa.open` returns an :class:`AgentMemory`, so ``mem.remember(...)`` works on every store
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from doxa.inference.read.memory import Memory
 
 if TYPE_CHECKING:
+    from .answer import AnswerResult
     from .remember import RememberResult
 
 
@@ -37,6 +38,22 @@ class AgentMemory(Memory):
         from .remember import organize_pending
 
         return organize_pending(self, **kwargs)
+
+    def answer(self, question: str, *, subject: str | None = None, at=None, **kwargs) -> "AnswerResult":
+        """Answer a question in words: find (or create) the tracked question it asks, return the top answer,
+        its probability, act or abstain, the alternatives and the evidence.
+
+        See :func:`doxa.inference.agent.answer.answer` (``act_at=``, ``reader=``, ``model=``, ``use_env=``)."""
+        from .answer import answer
+
+        return answer(self, question, subject=subject, at=_moment(at), **kwargs)
+
+
+def _moment(at):
+    """``at`` as a datetime (an ISO 8601 string, a date or a datetime), None for now."""
+    from doxa.data.times import as_moment
+
+    return as_moment(at)
 
 
 __all__ = ["AgentMemory"]

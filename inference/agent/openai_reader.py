@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .llm_http import READER_ENV, ChatClient
-from .reader_prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, PROMPT_VERSION, batch_messages,
-                             choice_labels, choice_messages, letter_probabilities, one_off_messages)
+from .reader_prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, OPEN_PROMPT_VERSION, PROMPT_VERSION,
+                             batch_messages, choice_labels, choice_messages, letter_probabilities, one_off_messages,
+                             open_labels, open_messages)
 from .reading import Reader, ReaderError, Reading
 
 #: The environment variable of the batch size; URL, model and key are READER_ENV's
@@ -26,6 +27,9 @@ ENV_BATCH = "DOXA_READER_BATCH"
 REPLY_TOKENS = 4
 #: Tokens allowed per question of a batch reply ("12: B 1\n", with room for odd tokenizers).
 BATCH_TOKENS_PER_QUESTION = 8
+#: The most values of an open question one prompt lists (the most recent ones): the letters left
+#: after unlisted, unclear and unrelated. A value left out is read as any value not named.
+MAX_OPEN_VALUES = len(LETTERS) - 3
 #: What a batch reply's line holds before the letter, and before the digit.
 _BEFORE_LETTER = re.compile(r"^\s*(\d+)\s*[:.)]\s*$")
 _BEFORE_DIGIT = re.compile(r"^\s*(\d+)\s*[:.)]\s*\(?[A-Za-z][).:]?\s*$")
@@ -60,6 +64,8 @@ class OpenAIChatReader(ChatClient, Reader):
     batch: int = 1
     version: str = f"prompt-{PROMPT_VERSION}"
 
+    #: reads open questions (``read(…, open=True)``; ``read_many`` takes (text, options, person, open))
+    reads_open = True
     names = READER_ENV
     role = "reader"
     error = ReaderError
@@ -72,6 +78,7 @@ class OpenAIChatReader(ChatClient, Reader):
         if not isinstance(self.batch, int) or self.batch < 1:
             raise ValueError(f"batch must be a whole number ≥ 1 (questions per prompt), got {self.batch!r}")
         self.batch_version = f"{self.version}-batch-{BATCH_PROMPT_VERSION}"
+        self.open_version = f"{self.version}-open-{OPEN_PROMPT_VERSION}"
         self._batch_works = True
 
     @classmethod
@@ -94,17 +101,29 @@ class OpenAIChatReader(ChatClient, Reader):
         options: list[str],
         *,
         subject: str | None = None,
+        open: bool = False,
     ) -> Reading:
+        """The reading of ``message_text`` for the question. ``open``: an open question (its
+        ``options`` are the values named so far, perhaps none), asked with one more answer, "a
+        different answer, not listed above", whose probability is the reading's ``unlisted``; of
+        more than :data:`MAX_OPEN_VALUES` values the most recent (the last) are listed."""
         options = list(options)
-        _check_options(options)
-        labels = choice_labels(options, subject)
+        if open:
+            _check_values(options)
+            options = options[-MAX_OPEN_VALUES:]
+            labels = open_labels(options, subject)
+            messages = open_messages(message_text, question_text, labels, subject)
+        else:
+            _check_options(options)
+            labels = choice_labels(options, subject)
+            messages = choice_messages(message_text, question_text, labels, subject)
         letters = LETTERS[: len(labels)]
-        tokens = self._ask(choice_messages(message_text, question_text, labels, subject),
-                           REPLY_TOKENS if self.ask_one_off else 1)
+        tokens = self._ask(messages, REPLY_TOKENS if self.ask_one_off else 1)
         p = self._letters(tokens[0], letters)
         probs = {option: p[letters[i]] for i, option in enumerate(options)}
-        unclear = p[letters[len(options)]]
-        unrelated = p[letters[len(options) + 1]]
+        extra = len(options) + 1 if open else len(options)  # the letter of unclear
+        unclear = p[letters[extra]]
+        unrelated = p[letters[extra + 1]]
 
         one_off = 0.0
         if self.ask_one_off:
@@ -120,13 +139,28 @@ class OpenAIChatReader(ChatClient, Reader):
             unrelated=unrelated,
             one_off=min(1.0, max(0.0, one_off)),
             reader=self.name,
-            reader_version=self.version,
+            reader_version=self.open_version if open else self.version,
+            unlisted=p[letters[len(options)]] if open else None,
         )
 
-    def read_many(self, message_text: str,
-                  questions: Sequence[tuple[str, list[str], str | None]]) -> list[Reading]:
-        """The readings of one message against several (question text, options, person), in order:
-        ``batch`` questions per call where the server's replies allow it, else one call each."""
+    def read_many(self, message_text: str, questions: Sequence[tuple]) -> list[Reading]:
+        """The readings of one message against several (question text, options, person[, open]), in
+        order: ``batch`` closed questions per call where the server's replies allow it, else one call
+        each; an open question is read on its own, with its ``unlisted`` answer (:meth:`read`)."""
+        asked = [(q[0], list(q[1]), q[2], bool(q[3]) if len(q) > 3 else False) for q in questions]
+        if not any(is_open for *_, is_open in asked):
+            return self._read_closed(message_text, [(text, options, subject) for text, options, subject, _ in asked])
+        closed = [i for i, q in enumerate(asked) if not q[3]]
+        out: list[Reading | None] = [None] * len(asked)
+        for i, reading in zip(closed, self._read_closed(message_text, [asked[i][:3] for i in closed])):
+            out[i] = reading
+        for i, (text, options, subject, is_open) in enumerate(asked):
+            if is_open:
+                out[i] = self.read(message_text, text, options, subject=subject, open=True)
+        return out  # type: ignore[return-value]
+
+    def _read_closed(self, message_text: str,
+                     questions: Sequence[tuple[str, list[str], str | None]]) -> list[Reading]:
         questions = [(text, list(options), subject) for text, options, subject in questions]
         if self.batch == 1 or len(questions) < 2 or not self._batch_works:
             return [self.read(message_text, text, options, subject=subject) for text, options, subject in questions]
@@ -228,6 +262,12 @@ def _check_options(options: list[str]) -> None:
     if len(options) + 2 > len(LETTERS):
         raise ValueError(f"{len(options)} options is too many for one lettered question "
                          f"(at most {len(LETTERS) - 2}): split the question")
+
+
+def _check_values(values: list[str]) -> None:
+    """An open question's values: any number (the most recent are listed), each once."""
+    if len(set(values)) != len(values):
+        raise ValueError(f"values repeat: {values!r}")
 
 
 def _batch_answers(tokens: Sequence[tuple[str, list[tuple[str, float]]]],

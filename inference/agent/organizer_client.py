@@ -59,10 +59,12 @@ class Organizer(abc.ABC):
 
     @abc.abstractmethod
     def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
-        """The links, new questions, subjects and relations for ``request``, following ``instructions``.
+        """The links, new values, new questions, subjects and relations for ``request``, following
+        ``instructions``.
 
         The output returned has been through :func:`check_output`: every link is a question shown,
-        every subject of a new question or relation is known or new. Raises :class:`OrganizerError`."""
+        every new value is for an open question shown and not one of its options, every subject of a
+        new question or relation is known or new. Raises :class:`OrganizerError`."""
 
 
 @dataclass

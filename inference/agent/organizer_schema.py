@@ -7,7 +7,12 @@ instead of duplicating) — :class:`OrganizerRequest` — and it answers with st
 a number (:class:`OrganizerOutput`):
 
 - ``links``: ids of existing questions the message bears on;
-- ``new_questions``: questions to start tracking (subject, kind, text, shape, options);
+- ``new_values``: values the message states for an existing *open* question (one whose answers are
+  values: an address, a job) that are not among its listed values — a new address extends
+  ``maya.home`` instead of starting ``maya.home_2``;
+- ``new_questions``: questions to start tracking (subject, kind, text, shape, options); shape
+  ``value`` is a question whose answers are values, created open (docs/design.md §2, "Open
+  questions") with the values the message names as its options;
 - ``new_subjects`` and ``new_relations``: people or things the message names, and how they relate.
 
 The schema has no field for a probability, a confidence or a score (tests check it): how much a
@@ -23,11 +28,15 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from doxa.data.ingest_rules import NAME
+from doxa.data.models import UNLISTED
 
 from .untrusted import untrusted
 
@@ -52,6 +61,25 @@ class NewQuestion(_Strict):
     options: list[str] = Field(description="every plausible answer, at least 2, distinct; yes_no: [\"yes\", \"no\"]")
 
 
+class NewValueQuestion(_Strict):
+    # a question whose answers are values (an address, a job, a name, a time): created open, its
+    # options the values the message names (none, one or more); later values join it (new_values).
+    # (A comment, not a docstring: a docstring would be sent in the schema, to a small model.)
+
+    subject: str = Field(min_length=1, description="id of the subject it is about (known, or in new_subjects)")
+    kind: str = Field(min_length=1, description="short snake_case name of what is asked, e.g. home, job")
+    text: str = Field(min_length=1, description="the question in words")
+    shape: Literal["value"]
+    options: list[str] = Field(description="only the values the message states, e.g. [\"12 Elm Street\"]")
+
+
+class NewValue(_Strict):
+    # a value the message states for an existing open question, not among its listed values
+
+    question: str = Field(min_length=1, description="id of an existing open question, as listed")
+    value: str = Field(min_length=1, description="the value as the message states it, short")
+
+
 class NewSubject(_Strict):
     id: str = Field(min_length=1, description="lower-case words joined by _")
     name: str = Field(min_length=1)
@@ -68,7 +96,8 @@ class OrganizerOutput(_Strict):
     """What the organizer decides for one message. No probabilities: the schema has no number at all."""
 
     links: list[str] = Field(default=[], description="ids of existing questions the message bears on")
-    new_questions: list[NewQuestion] = []
+    new_values: list[NewValue] = []
+    new_questions: list[NewQuestion | NewValueQuestion] = []
     new_subjects: list[NewSubject] = []
     new_relations: list[NewRelation] = []
 
@@ -77,13 +106,14 @@ class OrganizerOutput(_Strict):
         """The JSON schema sent as ``response_format`` (titles and defaults left out: strict servers refuse them).
 
         With ``request``, the schema is that message's: ``links`` may only name the questions shown
-        (none at all when none were shown). A server that turns the schema into a grammar
-        (llama.cpp) then cannot let a small model invent a question id, and a choice cannot be
-        given fewer than two options; :func:`check_output` still checks both, for the servers
-        that take no schema."""
+        (none at all when none were shown), ``new_values`` only the open ones among them. A server
+        that turns the schema into a grammar (llama.cpp) then cannot let a small model invent a
+        question id, and a choice cannot be given fewer than two options; :func:`check_output`
+        still checks both, for the servers that take no schema."""
         schema = _clean_schema(cls.model_json_schema(mode="serialization", by_alias=True))
         schema.pop("description", None)
         schema["$defs"]["NewQuestion"]["properties"]["options"]["minItems"] = 2
+        schema["$defs"]["NewValueQuestion"]["properties"]["shape"] = {"type": "string", "enum": ["value"]}
         _bound_lengths(schema)
         if request is not None:
             links = schema["properties"]["links"]
@@ -91,6 +121,12 @@ class OrganizerOutput(_Strict):
             if shown:
                 links["items"] = {"type": "string", "enum": shown}
             links["maxItems"] = len(shown)
+            values = schema["properties"]["new_values"]
+            open_shown = sorted({q["id"] for q in request.questions if q.get("open")})
+            if open_shown:
+                schema["$defs"]["NewValue"]["properties"]["question"] = {"type": "string", "enum": open_shown}
+            else:
+                values["maxItems"] = 0
         return schema
 
 
@@ -98,7 +134,7 @@ class OrganizerOutput(_Strict):
 #: no schema, is still read). Under a grammar a small model can repeat itself until it runs out
 #: of tokens — measured: 10 of 40 messages lost to ``"links": ["x", "x", "x", …`` cut off at 768
 #: tokens — and a bound is what lets the grammar close the list or string instead.
-MAX_ITEMS = {"new_questions": 4, "new_subjects": 4, "new_relations": 4, "options": 12, "aliases": 4}
+MAX_ITEMS = {"new_values": 4, "new_questions": 4, "new_subjects": 4, "new_relations": 4, "options": 12, "aliases": 4}
 MAX_TEXT_LENGTH = 200
 MAX_NAME_LENGTH = 80
 
@@ -157,7 +193,9 @@ class OrganizerRequest:
         lines += ["", "Existing questions (id (about subject): text [options]):"]
         if self.questions:
             for q in self.questions:
-                lines.append(untrusted(f"- {q['id']} (about {q['subject']}): {q['text']} [{' | '.join(q['options'])}]"))
+                # an open question's options are the values named so far ("open": new_values adds to them)
+                about = f"about {q['subject']}, open" if q.get("open") else f"about {q['subject']}"
+                lines.append(untrusted(f"- {q['id']} ({about}): {q['text']} [{' | '.join(q['options'])}]"))
         else:
             lines.append("(none yet)")
         lines += ["", "Reply with the JSON object only."]
@@ -167,6 +205,43 @@ class OrganizerRequest:
 def slug(text: str) -> str:
     """Lower-case words joined by ``_`` (ids and kinds the organizer proposes, normalised)."""
     return "_".join(re.findall(r"[^\W_]+", text.lower()))
+
+
+#: What a model writes for "a value not named" on a value question: no value (``unlisted`` covers it).
+PLACEHOLDER_VALUES = frozenset({UNLISTED, "unknown", "other", "others", "elsewhere", "not listed", "not given",
+                                "not stated", "not known", "not yet known", "n/a", "tbd", "?"})
+_AROUND_VALUE = " \t.,;:!?\"'`«»“”‘’"
+
+
+def clean_value(value: str) -> str:
+    """A value as stored: NFC, white space collapsed, quotes and punctuation around it dropped."""
+    return " ".join(unicodedata.normalize("NFC", value).split()).strip(_AROUND_VALUE)
+
+
+def value_key(value: str) -> str:
+    """What two values are compared by: case, spacing and the punctuation around them left out
+    ("5 oak lane." is "5 Oak Lane")."""
+    return clean_value(value).casefold()
+
+
+def same_value(value: str, options: list[str]) -> str | None:
+    """The option ``value`` already is, up to case and spacing, or None."""
+    key = value_key(value)
+    return next((o for o in options if value_key(o) == key), None)
+
+
+def _values(values: list[str], where: str, problems: list[str]) -> list[str]:
+    """A value question's values: cleaned, placeholders dropped, distinct up to case and spacing."""
+    out: list[str] = []
+    for value in values:
+        value = clean_value(value)
+        if not value or value.casefold() in PLACEHOLDER_VALUES or same_value(value, out):
+            continue
+        if not NAME.check(value):
+            problems.append(f"{where}: value {value[:40]!r} {NAME.message(value)}: give the value itself, short")
+            continue
+        out.append(value)
+    return out
 
 
 def known_subject_resolver(request: OrganizerRequest):
@@ -196,8 +271,13 @@ def known_subject_resolver(request: OrganizerRequest):
 
 def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[OrganizerOutput, list[str]]:
     """The output normalised (known subjects under their stored ids, new ids and kinds slugged, links
-    deduplicated, yes/no options in order), and what is wrong with it that a model should fix
-    (unknown ids, bad options)."""
+    deduplicated, yes/no options in order, values cleaned), and what is wrong with it that a model
+    should fix (unknown ids, bad options).
+
+    New values are settled by code where code can: a value equal to an option of its question up to
+    case and spacing is that option (the message is linked, nothing is added); a value for a shown
+    question that is closed links it (its options are all its answers); a value for the question the
+    same reply creates joins that question's options; a question given a value is linked."""
     problems: list[str] = []
     shown = {q["id"] for q in request.questions}
     links = list(dict.fromkeys(link.strip() for link in output.links))
@@ -230,11 +310,16 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
             if sorted(o.lower() for o in options) != ["no", "yes"]:
                 problems.append(f"{where}: a yes_no question has options exactly [\"yes\", \"no\"]")
             options = ["yes", "no"]
-        elif len(options) < 2:
-            problems.append(f"{where}: a choice question needs at least 2 distinct options")
+        elif q.shape == "choice" and len(options) < 2:
+            problems.append(f"{where}: a choice question needs at least 2 distinct options (\"value\" for an "
+                            "answer that is a value, such as an address: its options are the values named)")
         kind = slug(q.kind)
         if not kind:
             problems.append(f"{where}: kind {q.kind!r} has no letters: give a snake_case name such as \"diet\"")
+        if q.shape == "value":
+            questions.append(NewValueQuestion(subject=subject, kind=kind, text=" ".join(q.text.split()),
+                                              shape="value", options=_values(q.options, where, problems)))
+            continue
         questions.append(NewQuestion(subject=subject, kind=kind, text=" ".join(q.text.split()), shape=q.shape,
                                      options=options))
     # a model often also "links" the question it creates in the same reply, by the id that question
@@ -244,6 +329,7 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
     for link in links:
         if link not in shown:
             problems.append(f"links: {link!r} is not one of the existing question ids listed; link only those")
+    new_values = _check_values(output.new_values, request, questions, links, problems)
     relations = []
     for r in output.new_relations:
         ends = (subject_id(r.from_), subject_id(r.to))
@@ -253,8 +339,44 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
         if ends[0] == ends[1]:
             continue
         relations.append(NewRelation(**{"from": ends[0], "to": ends[1], "kind": slug(r.kind) or r.kind}))
-    clean = OrganizerOutput(links=links, new_questions=questions, new_subjects=new_subjects, new_relations=relations)
+    clean = OrganizerOutput(links=links, new_values=new_values, new_questions=questions, new_subjects=new_subjects,
+                            new_relations=relations)
     return clean, problems
+
+
+def _check_values(given: list[NewValue], request: OrganizerRequest, questions: list, links: list[str],
+                  problems: list[str]) -> list[NewValue]:
+    """The new values that add to a shown open question (see :func:`check_output`); ``questions``
+    (the new ones) and ``links`` are extended in place."""
+    shown = {q["id"]: q for q in request.questions}
+    creating = {f"{q.subject}.{q.kind}": q for q in questions}
+    out: list[NewValue] = []
+    for v in given:
+        qid, where = v.question.strip(), f"new_values ({v.value!r})"
+        value = clean_value(v.value)
+        if not value or value.casefold() in PLACEHOLDER_VALUES:
+            if qid in shown and qid not in links:
+                links.append(qid)  # "a value not listed": the reader reads it as unlisted
+            continue
+        if not NAME.check(value):
+            problems.append(f"{where}: {NAME.message(value)}: give the value itself, short")
+            continue
+        if qid in creating and qid not in shown:
+            q = creating[qid]
+            if q.shape == "value" and not same_value(value, q.options):
+                q.options.append(value)
+            continue
+        if qid not in shown:
+            problems.append(f"{where}: {qid!r} is not one of the existing open question ids listed; name only those")
+            continue
+        q = shown[qid]
+        if qid not in links:
+            links.append(qid)
+        if not q.get("open") or same_value(value, list(q["options"])) or any(
+                x.question == qid and value_key(x.value) == value_key(value) for x in out):
+            continue  # a closed question (its options are all its answers), or a value it lists already
+        out.append(NewValue(question=qid, value=value))
+    return out
 
 
 # ---------------------------------------------------------------------------- parsing a reply
@@ -332,6 +454,7 @@ def validation_problems(err: ValidationError) -> list[str]:
     return out
 
 
-__all__ = ["OrganizerOutput", "OrganizerRequest", "NewQuestion", "NewSubject", "NewRelation", "check_output",
+__all__ = ["OrganizerOutput", "OrganizerRequest", "NewQuestion", "NewValueQuestion", "NewValue", "NewSubject",
+           "NewRelation", "check_output", "clean_value", "value_key", "same_value", "PLACEHOLDER_VALUES",
            "known_subject_resolver", "parse_reply", "slug", "validation_problems", "MAX_QUESTIONS_SHOWN",
            "ALL_SUBJECTS_UP_TO"]

@@ -16,7 +16,8 @@ PROMPT_VERSION = "2"
 
 # --------------------------------------------------------------------------- letters
 
-#: Letters used to label answers. 26 letters: up to 24 options plus unclear / unrelated.
+#: Letters used to label answers. 26 letters: up to 24 options plus unclear / unrelated (an open
+#: question: up to 23 values plus unlisted, unclear, unrelated).
 LETTERS = string.ascii_uppercase
 
 #: Characters a tokenizer may leave around a letter: spaces, SentencePiece / byte-level
@@ -172,6 +173,49 @@ def choice_messages(message_text: str, question_text: str, labels: Sequence[str]
                     subject: str | None) -> list[dict[str, str]]:
     """The chat messages of one reading: the letter of an answer, then the lasting / one-off digit."""
     return _conversation(SYSTEM_PROMPT, CHOICE_EXAMPLES, choice_text(message_text, question_text, labels, subject))
+
+
+# --------------------------------------------------------------------------- open questions
+#
+# An open question (docs/design.md §2, "Open questions") lists the values named so far; the message
+# may state another one, or say the answer changed without naming the new one ("we moved, no
+# address yet"). Its answers are the listed values, then one more, *unlisted* ("a different answer,
+# not listed"), then unclear and unrelated, each naming the person. Its worked examples are a fixed
+# block of their own after the same system message, so a closed question's prompt is word for word
+# what it was and keeps its version; an open question's reading carries ``prompt-2-open-1``.
+
+OPEN_PROMPT_VERSION = "1"
+
+
+def open_labels(options: Sequence[str], subject: str | None) -> list[str]:
+    """The answers of an open question: its listed values, *unlisted*, then *unclear* and *unrelated*."""
+    labels = choice_labels(options, subject)
+    who = _one_line(subject or ANYONE)
+    return labels[:len(options)] + [f"A different answer for {who}, not listed above"] + labels[len(options):]
+
+
+def _open_example(message_text: str, subject: str, question_text: str, options: Sequence[str]) -> str:
+    return choice_text(message_text, question_text, open_labels(options, subject), subject)
+
+
+#: (user turn, assistant reply): a value not listed, a change with no new value named yet (both the
+#: *unlisted* answer), a listed value, and another person's value (nothing about the person asked).
+OPEN_EXAMPLES: tuple[tuple[str, str], ...] = (
+    (_open_example("Ines left Acme in May, she works for Globex now.", "Ines", "Where does Ines work?",
+                   ("Acme",)), "B 1"),
+    (_open_example("Omar moved out of 12 Elm Street last week, no new address yet.", "Omar",
+                   "Where does Omar live?", ("12 Elm Street",)), "B 1"),
+    (_open_example("Kenji still lives at 7 Harbour Road, next to the station.", "Kenji", "Where does Kenji live?",
+                   ("12 Elm Street", "7 Harbour Road")), "B 1"),
+    (_open_example("My brother just started at Globex.", "Omar", "Where does Omar work?", ("Acme", "Initech")),
+     "E 1"),
+)
+
+
+def open_messages(message_text: str, question_text: str, labels: Sequence[str],
+                  subject: str | None) -> list[dict[str, str]]:
+    """The chat messages of one reading of an open question (``labels``: :func:`open_labels`)."""
+    return _conversation(SYSTEM_PROMPT, OPEN_EXAMPLES, choice_text(message_text, question_text, labels, subject))
 
 
 def one_off_messages(message_text: str, question_text: str, subject: str | None) -> list[dict[str, str]]:

@@ -7,6 +7,13 @@ about it), which together sum to 1, and ``one_off`` (the message describes a one
 not a lasting state). Whether the message is *true* is not the reader's business: that
 is the source's trust, learned nightly.
 
+An *open* question (its options are the values named so far: an address, a job) is read with
+one more answer, ``unlisted`` ("a different answer, not listed"): ``read(…, open=True)`` returns
+a reading whose ``probs + unlisted + unclear + unrelated`` sum to 1, with ``reader_version``
+``prompt-2-open-1`` (:data:`OPEN_PROMPT_VERSION`); a closed question's prompt and version are
+unchanged. A reader that reads open questions says so with ``reads_open = True`` (then its
+``read_many`` takes (text, options, person, open) tuples).
+
 Two ways in:
 
 - :class:`OpenAIChatReader` asks any OpenAI-compatible chat-completions server with
@@ -29,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .openai_reader import OpenAIChatReader
-from .reader_prompts import PROMPT_VERSION, letter_probabilities
+from .reader_prompts import OPEN_PROMPT_VERSION, PROMPT_VERSION, letter_probabilities
 from .reading import SUM_TOLERANCE, Reader, ReaderError, Reading, ReadingFormatError
 
 __all__ = [
@@ -42,6 +49,7 @@ __all__ = [
     "letter_probabilities",
     "SUM_TOLERANCE",
     "PROMPT_VERSION",
+    "OPEN_PROMPT_VERSION",
 ]
 
 

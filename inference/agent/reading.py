@@ -6,7 +6,8 @@ import abc
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from doxa.data.models import SUM_TOLERANCE, reading_mass_problem  # noqa: F401  (SUM_TOLERANCE: readers' API)
+from doxa.data.models import UNLISTED, reading_mass_problem
+from doxa.data.models import SUM_TOLERANCE  # noqa: F401  (readers' API)
 
 UNCLEAR = "unclear"
 UNRELATED = "unrelated"
@@ -30,6 +31,11 @@ class Reading:
     ``probs`` maps every option of the question to the probability that the message
     states it; ``probs + unclear + unrelated`` sums to 1. ``one_off`` in [0, 1] is the
     probability that the message describes a one-off rather than a lasting state.
+
+    A reading of an open question (docs/design.md §2) has ``unlisted``, a number: the mass on
+    "the message states a value that is not listed"; ``probs`` may then name only some of the
+    options (none, when none is listed yet) and ``probs + unlisted + unclear + unrelated`` sums
+    to 1. ``unlisted`` is None on a reading of a closed question.
     """
 
     probs: dict[str, float]
@@ -38,16 +44,21 @@ class Reading:
     one_off: float = 0.0
     reader: str = "unknown"
     reader_version: str = ""
+    unlisted: float | None = None
 
     def __post_init__(self) -> None:
-        problem = _reading_problem(self.probs, self.unclear, self.unrelated, self.one_off)
+        problem = _reading_problem(self.probs, self.unclear, self.unrelated, self.one_off, self.unlisted)
         if problem:
             raise ValueError(f"invalid reading from reader {self.reader!r}: {problem}")
 
     @property
     def top(self) -> str:
-        """The option the message most likely states (ignoring unclear / unrelated)."""
-        return max(self.probs, key=self.probs.__getitem__)
+        """The option the message most likely states (ignoring unclear / unrelated); on an open
+        question ``"unlisted"`` when a value not listed outweighs every listed one."""
+        stated = dict(self.probs)
+        if self.unlisted is not None:
+            stated[UNLISTED] = self.unlisted
+        return max(stated, key=stated.__getitem__)
 
     def to_record(self, message_id: str, question_id: str) -> dict[str, Any]:
         """The docs/formats.md ``reading`` record for this reading, ready for ``doxa ingest``.
@@ -67,6 +78,8 @@ class Reading:
         }
         if self.reader_version:
             record["reader_version"] = self.reader_version
+        if self.unlisted is not None:
+            record["unlisted"] = self.unlisted
         return record
 
 
@@ -75,12 +88,15 @@ def _is_number(x: Any) -> bool:
 
 
 def _reading_problem(
-    probs: Any, unclear: Any, unrelated: Any, one_off: Any
+    probs: Any, unclear: Any, unrelated: Any, one_off: Any, unlisted: Any = None
 ) -> str | None:
     """Why these fields are not a valid reading, or None when they are: their types here
-    (a reader's output is not parsed by pydantic), their values by the store's own check."""
-    if not isinstance(probs, Mapping) or not probs:
+    (a reader's output is not parsed by pydantic), their values by the store's own check.
+    ``unlisted`` None: a closed question's reading, whose probs name every option."""
+    if not isinstance(probs, Mapping) or (not probs and unlisted is None):
         return "probs: expected a non-empty object {option: probability}"
+    if unlisted is not None and not _is_number(unlisted):
+        return f"unlisted must be a number in [0, 1], got {unlisted!r}"
     for option, p in probs.items():
         if not isinstance(option, str):
             return f"probs: option {option!r} is not a string"
@@ -89,7 +105,7 @@ def _reading_problem(
     for name, value in (("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off)):
         if not _is_number(value):
             return f"{name} must be a number in [0, 1], got {value!r}"
-    return reading_mass_problem(probs, unclear, unrelated, one_off)
+    return reading_mass_problem(probs, unclear, unrelated, one_off, unlisted or 0.0)
 
 
 # --------------------------------------------------------------------------- reader
@@ -113,5 +129,7 @@ class Reader(abc.ABC):
         options: list[str],
         *,
         subject: str | None = None,
+        open: bool = False,
     ) -> Reading:
-        """The reading of ``message_text`` for the question; ``options`` in question order."""
+        """The reading of ``message_text`` for the question; ``options`` in question order. ``open``: the
+        question is open (a value question), and the reading carries ``unlisted`` (docs/readers.md)."""

@@ -5,9 +5,12 @@ For each message:
 1. it is kept exactly as it arrived (text, source, time);
 2. the organizer (:mod:`.organizer_client`) is shown it with the subjects it may be about and the
    questions already tracked for them (doxa's own search ranks them) and says which questions
-   it bears on, which new ones to track, which new subjects and relations it names;
+   it bears on, which new values it states for an open question (each an ``option_added``: a new
+   address extends ``maya.home``, it does not start ``maya.home_2``), which new ones to track (a
+   question whose answers are values is created open), which new subjects and relations it names;
 3. the reader reads the message against each of those questions (one call per question, or
-   one for all of them where the reader has a batch path);
+   one for all of them where the reader has a batch path; an open question with its ``unlisted``
+   answer);
 4. all of it — message, subjects, relations, questions, readings, the message's state — is
    written in one transaction: a failure at any step leaves the store as it was;
 5. the beliefs of those questions are scored before and after, and the ones that moved returned.
@@ -22,6 +25,7 @@ model: a message only ever adds readings, and the scorer weighs them.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -32,7 +36,7 @@ from doxa.data.text import words
 from doxa.data.times import parse_time, utc_now
 
 from .organizer_client import Organizer, OrganizerError, organizer_from_env
-from .organizer_schema import ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, OrganizerRequest
+from .organizer_schema import ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, OrganizerRequest, same_value
 
 if TYPE_CHECKING:  # Memory.remember calls into this module: only the type is needed here
     from doxa.inference.read.memory import Memory
@@ -75,6 +79,8 @@ class RememberResult:
     reader: str | None = None
     linked: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
+    #: values the message added to open questions (question → values; ``option_added`` records)
+    values_added: dict[str, list[str]] = field(default_factory=dict)
     #: questions the organizer proposed as new that already existed: linked instead
     deduplicated: dict[str, str] = field(default_factory=dict)
     new_subjects: list[str] = field(default_factory=list)
@@ -120,9 +126,11 @@ def organizer_request(memory: "Memory", text: str, source: str, source_path: str
         if chosen:
             table = store.question_table(chosen)
             order = {q: i for i, q in enumerate(chosen)}
-            rows = sorted(zip(table.ids.tolist(), table.subjects.tolist(), table.texts.tolist(), table.options),
-                          key=lambda row: order[row[0]])
-            questions = [{"id": q, "subject": s, "text": t, "options": list(o)} for q, s, t, o in rows]
+            rows = sorted(zip(table.ids.tolist(), table.subjects.tolist(), table.texts.tolist(), table.options,
+                              table.is_open.tolist()), key=lambda row: order[row[0]])
+            # an open question's states end with "unlisted": its options are the values before it
+            questions = [{"id": q, "subject": s, "text": t, "options": list(o[:-1] if is_open else o),
+                          "open": bool(is_open)} for q, s, t, o, is_open in rows]
     return OrganizerRequest(text=text, source=source, source_path=source_path, sent_at=sent_at, subjects=subjects,
                             questions=questions, known_subject_ids=frozenset(s["id"] for s in every))
 
@@ -149,6 +157,24 @@ def _source(store, source: str) -> tuple[str, str, dict | None]:
                             "(e.g. person/self/chat/maya-chat or user/notes/my-notes), or ingest a source record")
     layers = source.split("/")[:-1]
     return leaf, source, {"type": "source", "id": leaf, "layers": layers}
+
+
+def _stored_question(store, qid: str) -> tuple[list[str], bool] | None:
+    """(options, open) of a stored question, or None."""
+    row = store.execute("SELECT options, is_open FROM questions WHERE id = ?", [qid]).fetchone()
+    return None if row is None else (list(row[0]), bool(row[1]))
+
+
+def _option_op_id(store, qid: str, value: str) -> str | None:
+    """None where the record's own default id, ``option:<question>:<value>``, is free; else the first
+    free of ``…-2``, ``…-3`` (an earlier addition of the value, since undone, holds it)."""
+    base = f"option:{qid}:{value}"
+    taken = {i for (i,) in store.execute("SELECT id FROM organizer_ops WHERE id = ? OR starts_with(id, ?)",
+                                         [base, base + "-"]).fetchall()}
+    n = 1
+    while (candidate := base if n == 1 else f"{base}-{n}") in taken:
+        n += 1
+    return None if candidate == base else candidate
 
 
 def _new_question_id(store, base: str, taken: set[str]) -> str:
@@ -216,6 +242,18 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
         existing_text = {(q["subject"], " ".join(q["text"].lower().split())): q["id"] for q in request.questions}
         taken: set[str] = set()
         created_records = []
+        # values new to open questions, in the order named: question → values (an option_added each)
+        adding: dict[str, list[str]] = {}
+
+        def add_value(qid: str, value: str) -> None:
+            stored = _stored_question(store, qid)
+            if stored is None or not stored[1]:
+                return  # closed (or gone): its options are all its answers; the reading says which
+            if same_value(value, stored[0] + adding.get(qid, [])) is None:
+                adding.setdefault(qid, []).append(value)
+
+        for v in out.new_values:
+            add_value(v.question, v.value)
         for q in out.new_questions:
             base = f"{q.subject}.{q.kind}"
             same = existing_text.get((q.subject, q.text.lower()))
@@ -229,14 +267,35 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
                 result.deduplicated[f"{q.subject}: {q.text}"] = same
                 if same not in linked and same not in taken:
                     linked.append(same)
+                if q.shape != "value":
+                    continue  # a closed list's options are possible answers, not values the message states
+                if same in taken:  # proposed twice for one message: one question, every value named
+                    created = next(r for r in created_records if r["id"] == same)
+                    if created.get("open"):
+                        created["options"] += [v for v in q.options if same_value(v, created["options"]) is None]
+                else:  # the question exists: the values it does not list yet join it where it is open
+                    for value in q.options:
+                        add_value(same, value)
                 continue
             qid = _new_question_id(store, base, taken)
             taken.add(qid)
-            created_records.append({"type": "question", "id": qid, "subject": q.subject, "kind": q.kind,
-                                    "text": q.text, "shape": q.shape, "options": list(q.options),
-                                    "created_by": organizer.name, "instructions_version": instructions.version})
+            record = {"type": "question", "id": qid, "subject": q.subject, "kind": q.kind, "text": q.text,
+                      "shape": q.shape, "options": list(q.options), "created_by": organizer.name,
+                      "instructions_version": instructions.version}
+            if q.shape == "value":  # a question whose answers are values: open, its options the values named
+                record.update(shape="choice", open=True)
+            created_records.append(record)
         records += created_records
+        for qid, values in adding.items():
+            for value in values:
+                op = {"type": "option_added", "question": qid, "option": value, "by": organizer.name,
+                      "at": at.isoformat()}
+                taken_id = _option_op_id(store, qid, value)
+                records.append(op if taken_id is None else {**op, "id": taken_id})
+            if qid not in linked:
+                linked.append(qid)
         result.linked, result.created = linked, [q["id"] for q in created_records]
+        result.values_added = adding
         question_records = {q["id"]: q for q in created_records}
     else:
         linked = [q for q in questions_to_read
@@ -258,13 +317,13 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
         asked = []
         for qid in to_read:
             q = question_records.get(qid) or store.question(qid)
-            asked.append((qid, q["text"], list(q["options"]), names.get(q["subject"], q["subject"])))
+            stored = None if qid in question_records else _stored_question(store, qid)
+            is_open = bool(q.get("open")) if stored is None else stored[1]
+            options = list(q["options"]) + result.values_added.get(qid, [])
+            asked.append((qid, q["text"], options, names.get(q["subject"], q["subject"]), is_open))
         start = _requests(reader)
-        read_many = getattr(reader, "read_many", None)
-        if callable(read_many):
-            readings = read_many(msg.text, [(text, options, subject) for _, text, options, subject in asked])
-        else:
-            readings = [reader.read(msg.text, text, options, subject=subject) for _, text, options, subject in asked]
+        readings = read_questions(reader, msg.text, [(text, options, subject, is_open)
+                                                     for _, text, options, subject, is_open in asked])
         end = _requests(reader)
         result.calls["reader"] = (end - start) if start is not None and end is not None else len(asked)
         result.reader = getattr(reader, "name", type(reader).__name__)
@@ -280,11 +339,48 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
             continue
         old = before.get(qid)
         old_answers = old.answers if old is not None else None
-        if old_answers is not None and all(abs(old_answers[o] - p) < 1e-6 for o, p in b.answers.items()):
+        if old_answers is not None and all(o in old_answers and abs(old_answers[o] - p) < 1e-6
+                                           for o, p in b.answers.items()):
             continue
         result.changed.append(BeliefChange(question=qid, text=b.text, before=old_answers, after=b.answers,
                                            top=b.top, p_top=b.p_top))
     return result
+
+
+def read_questions(reader, message_text: str, questions: list[tuple[str, list[str], str | None, bool]]) -> list:
+    """The readings of one message against (question text, options, person, open) each, in order: by
+    the reader's batch path where it has one, else one ``read`` each; an open question is read with
+    its ``unlisted`` choice (``read(…, open=True)``).
+
+    A reader that cannot read an open question (its ``read`` takes no ``open``) reads its listed
+    values as a closed list, so its reading puts nothing on ``unlisted``; with no value listed yet
+    there is nothing it can be asked, and the error says so."""
+    read_many = getattr(reader, "read_many", None)
+    if callable(read_many) and getattr(reader, "reads_open", False):  # takes (text, options, person, open)
+        return read_many(message_text, questions)
+    if callable(read_many) and not any(is_open for *_, is_open in questions):
+        return read_many(message_text, [(text, options, subject) for text, options, subject, _ in questions])
+    out = []
+    for text, options, subject, is_open in questions:
+        if is_open and _takes_open(reader.read):
+            out.append(reader.read(message_text, text, options, subject=subject, open=True))
+            continue
+        if is_open and len(options) < 2:
+            from .readers import ReaderError
+
+            raise ReaderError(
+                f"reader {getattr(reader, 'name', type(reader).__name__)!r} cannot read the open question "
+                f"{text!r}: it has {len(options)} value(s) listed and this reader has no 'unlisted' choice (its "
+                "read() takes no open=True); use OpenAIChatReader (DOXA_READER_URL), or add open=True to its read()")
+        out.append(reader.read(message_text, text, options, subject=subject))
+    return out
+
+
+def _takes_open(method) -> bool:
+    try:
+        return "open" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _failure(err: Exception, kept: bool) -> str:

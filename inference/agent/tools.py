@@ -72,14 +72,30 @@ def search(mem: Memory, words: str, subject: str | None = None, limit: int = 20)
     return {"words": words, "terms": terms, "hits": [h.to_dict() for h in hits]}
 
 
-def ask(mem: Memory, question: str, subject: str, options: list[str], kind: str | None = None,
+def ask(mem: Memory, question: str, subject: str, options: list[str] | None = None, kind: str | None = None,
         question_id: str | None = None, at: datetime | str | None = None, limit: int = 20,
         progress: Callable[[int, int], None] | None = None) -> dict:
-    """A question nobody prepared: create it, read the kept evidence with the configured reader, answer now."""
+    """A question nobody prepared: create it (options proposed by the organizer's model when none are
+    given), read the kept evidence with the configured reader, answer now."""
     from .ask import ask as run
 
-    return run(mem, question, subject, list(options), kind=kind, question_id=question_id, at=_at(at), limit=limit,
-               progress=progress).to_dict()
+    return run(mem, question, subject, list(options or []), kind=kind, question_id=question_id, at=_at(at),
+               limit=limit, progress=progress).to_dict()
+
+
+def answer(mem: Memory, question: str, subject: str | None = None, at: datetime | str | None = None,
+           act_at: float | None = None, limit: int = 20) -> dict:
+    """A question in words: the tracked question it asks (found, or created with proposed options), its top
+    answer with the probability, act or abstain, the alternatives and the evidence."""
+    from .answer import answer as run
+
+    return run(mem, question, subject=subject, at=_at(at), act_at=act_at, limit=limit).to_dict()
+
+
+def history(mem: Memory, question: str, start: datetime | str | None = None, end: datetime | str | None = None,
+            act_at: float | None = None) -> dict:
+    """The top answer and its probability after each change of the question's evidence, and where it changed."""
+    return mem.history(question, _at(start), _at(end), act_at=act_at).to_dict()
 
 
 def correct(mem: Memory, question: str, answer: str, at: datetime | str | None = None, by: str = "user") -> dict:
@@ -131,5 +147,5 @@ def parse_rests_on(text: str | None) -> dict[str, str] | None:
     return {"question": question.strip(), "answer": answer.strip()}
 
 
-__all__ = ["belief", "beliefs", "uncertain", "explain", "context", "search", "ask", "correct", "approve",
+__all__ = ["belief", "beliefs", "uncertain", "explain", "context", "search", "ask", "answer", "history", "correct", "approve",
            "outcome", "reject", "instruct", "remember", "parse_rests_on"]

@@ -17,6 +17,7 @@ majority       majority vote of the statements' answers; ties broken by the base
 recall         Recall's computed confidence (seed ``recall-computed-confidence.md``)
 engram         Engram's log-odds update rules (seed ``engram-confidence-docs.txt``)
 dawid-skene    Dawid & Skene (1979) EM on the statements' answers (crowd-kit), per kind
+fixed-options  latest-wins over the options a question was created with (open-question worlds)
 =============  =========================================================================
 
 The non-doxa systems work on *statements*: each reading that is about the question
@@ -39,7 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from doxa.data.evidence import Evidence, SourceTable
+from doxa.data.evidence import Evidence, SourceTable, named_states
 
 from doxa.inference.read.params import DEFAULT_CHANGE_RATE, DEFAULT_TRUST, default_params
 from doxa.inference.read import scorer
@@ -98,9 +99,14 @@ class Statements:
 
 
 def statements(evidence: Evidence, *, cutoff: float = RELEVANCE_CUTOFF) -> Statements:
+    """The statements of ``evidence`` (see :class:`Statements`).
+
+    A reading of an open question states among the states it covers (the values it named and
+    ``unlisted``): a value listed after it was read copies its ``unlisted`` mass in ``probs``
+    (data/evidence.py, ``open_readings``), and must neither be stated by it nor count twice.
+    """
     k_max = evidence.questions.k_max
-    k = evidence.questions.n_options[evidence.q]
-    mask = np.arange(k_max)[None, :] < k[:, None]
+    mask = named_states(evidence)
     raw = np.where(mask, evidence.probs, 0.0)
     about = (evidence.unclear + evidence.unrelated) < cutoff
     total = raw.sum(axis=1)
@@ -267,6 +273,39 @@ class MajorityVote(System):
         votes = np.zeros_like(prior)
         np.add.at(votes, (st.q, st.option), 1.0)
         return (votes + prior) / (votes.sum(axis=1, keepdims=True) + 1.0)
+
+
+class FixedOptions(System):
+    """latest-wins confined to the options each question was created with: a memory whose list of
+    answers is fixed when the question is made (doxa before open questions).
+
+    ``created`` maps a question id to the number of options it was created with (a question not in
+    it: all its options); the first that many states are those options (an open question's values
+    are appended in the order they were added). A statement of any later state — a value added since,
+    or ``unlisted`` — is nothing this memory can hold and is skipped; the newest remaining statement
+    is the answer, its probabilities renormalised over the creation options (uniform over them when
+    it gives them nothing, and with no statement). On a closed question it is latest-wins.
+    """
+
+    name = "fixed-options"
+
+    def __init__(self, created: dict[str, int] | None = None):
+        self.created = created or {}
+
+    def predict(self, evidence: Evidence, at: float) -> np.ndarray:
+        qt = evidence.questions
+        n0 = np.array([min(self.created.get(q, k), k) for q, k in zip(qt.ids.tolist(), qt.n_options.tolist())],
+                      dtype=np.int64)
+        fixed = np.arange(qt.k_max)[None, :] < n0[:, None]
+        out = fixed / np.maximum(fixed.sum(axis=1, keepdims=True), 1)
+        st = statements(evidence)
+        keep = st.option < n0[st.q]
+        q, probs = st.q[keep], st.probs[keep] * fixed[st.q[keep]]
+        if len(q):
+            last = np.r_[np.flatnonzero(np.diff(q)), len(q) - 1]
+            total = probs[last].sum(axis=1, keepdims=True)
+            out[q[last]] = np.where(total > 0, probs[last] / np.where(total > 0, total, 1.0), out[q[last]])
+        return out
 
 
 # ============================================================================ Recall
@@ -584,11 +623,15 @@ class DawidSkeneBaseline(System):
 # ============================================================================ the line-up
 SYSTEM_NAMES = ("doxa-learned", "oracle", "doxa-equal", "wording", "latest-wins", "majority", "recall",
                 "engram", "dawid-skene")
+#: Systems the bench adds on a world with open questions (on closed questions they repeat one above).
+OPEN_SYSTEM_NAMES = ("fixed-options",)
+ALL_SYSTEM_NAMES = SYSTEM_NAMES + OPEN_SYSTEM_NAMES
 
 
 def lineup(oracle_params: dict[str, Any] | None, trainer: Callable[[Evidence, float], dict[str, Any]] | None,
-           names: tuple[str, ...] = SYSTEM_NAMES) -> list[System]:
-    """The benchmark's systems in report order (``oracle`` needs the world's true parameters)."""
+           names: tuple[str, ...] = SYSTEM_NAMES, *, created: dict[str, int] | None = None) -> list[System]:
+    """The benchmark's systems in report order (``oracle`` needs the world's true parameters;
+    ``fixed-options`` the number of options each question was created with, ``created``)."""
     make: dict[str, Callable[[], System]] = {
         "doxa-learned": lambda: LearnedDoxa(trainer),
         "oracle": lambda: oracle(oracle_params or default_params()),
@@ -599,8 +642,9 @@ def lineup(oracle_params: dict[str, Any] | None, trainer: Callable[[Evidence, fl
         "recall": RecallConfidence,
         "engram": EngramConfidence,
         "dawid-skene": DawidSkeneBaseline,
+        "fixed-options": lambda: FixedOptions(created),
     }
     unknown = [n for n in names if n not in make]
     if unknown:
-        raise ValueError(f"unknown system(s) {unknown}; choose from {list(SYSTEM_NAMES)}")
+        raise ValueError(f"unknown system(s) {unknown}; choose from {list(ALL_SYSTEM_NAMES)}")
     return [make[n]() for n in names]

@@ -31,7 +31,15 @@ Metrics (each a small function of inference/learn/metrics.py, tested in tests/te
   ``n`` that makes the wrong option top (``cap + 1`` when it never does);
 - learning speed (doxa-learned): accuracy and trust error ``|α_used − α_true|`` over the
   source tree's nodes against the number of settlements seen;
-- cost: microseconds per question read, measured on each checkpoint's batch.
+- cost: microseconds per question read, measured on each checkpoint's batch;
+- open questions (a world with an open kind, docs/world.md): the metrics above on open and
+  closed questions apart. An open question's states at a checkpoint are the values the store
+  listed by then and ``unlisted``; the truth is its current value where listed, else
+  ``unlisted`` (no evidence has named it yet: that is the answer a memory can give). So a
+  belief whose top is ``unlisted`` while the true value is listed is wrong, and a system that
+  cannot name a value added after the question's creation (``fixed-options``) scores it as
+  wrong. The store is read at each checkpoint for these worlds (the options it had listed
+  then), once otherwise.
 
 Nothing here imports torch, pandas or matplotlib at module level; the trainer and the
 plots load them when they run.
@@ -206,7 +214,7 @@ class BenchResult:
             item = {"system": row["system"]}
             item.update({k: row.get(k) for k in METRIC_KEYS})
             for extra in ("acc_at_90_coverage", "acc_at_70_coverage", "accuracy_unsettled", "planted_held_share",
-                          "planted_p10", "resistance", "fit_seconds", "status", "note"):
+                          "planted_p10", "resistance", "fit_seconds", "status", "note", "open", "closed"):
                 if extra in row:
                     item[extra] = row[extra]
             rows.append(item)
@@ -258,6 +266,69 @@ def _clean(value):
     return value
 
 
+# ============================================================================ open questions
+#: :func:`question_cases` codes: a closed question; an open one whose true value was listed when it
+#: was created, listed since (a later value), or not listed yet (the truth is ``unlisted``).
+CLOSED, OPEN_FIRST, OPEN_LATER, OPEN_UNLISTED = 0, 1, 2, 3
+
+
+def has_open_questions(world) -> bool:
+    return any(kind.open for kind in world.config.kinds)
+
+
+def created_options(world) -> dict[str, int]:
+    """Question id → the number of options its record was created with (an open question: its first value)."""
+    return {r["id"]: len(r["options"]) for r in world.records[:world.n_definitions] if r["type"] == "question"}
+
+
+def checkpoint_truth(world, questions, idx: np.ndarray, day: float) -> np.ndarray:
+    """Index of each question's true current answer (questions ``idx``, world day ``day``) among its
+    states: a closed question's option; an open question's value where the store lists it, else its
+    last state, ``unlisted`` (no evidence has named the value yet)."""
+    out = np.empty(len(idx), dtype=np.int64)
+    for n, j in enumerate(idx.tolist()):
+        qid = str(questions.ids[j])
+        if questions.is_open[j]:
+            states = questions.options[j]
+            value = world.truth.answer_at(qid, day)
+            out[n] = states.index(value) if value in states[:-1] else len(states) - 1
+        else:
+            out[n] = world.truth.answer_index_at(qid, day)
+    return out
+
+
+def question_cases(questions, idx: np.ndarray, truth: np.ndarray, created: dict[str, int]) -> np.ndarray:
+    """Per evaluated question, which case its truth is (:data:`CLOSED`, :data:`OPEN_FIRST`, …)."""
+    is_open = questions.is_open[idx]
+    n0 = np.array([created.get(str(q), 0) for q in questions.ids[idx].tolist()], dtype=np.int64)
+    unlisted = truth == questions.n_options[idx] - 1
+    return np.where(~is_open, CLOSED, np.where(unlisted, OPEN_UNLISTED, np.where(truth < n0, OPEN_FIRST,
+                                                                                   OPEN_LATER)))
+
+
+def open_question_metrics(probs: np.ndarray, truth: np.ndarray, cases: np.ndarray,
+                          settings: BenchSettings) -> dict[str, Any]:
+    """The headline metrics on open and on closed questions apart (``open``, ``closed``), and the
+    open questions' accuracy where the truth is a value listed after creation (``accuracy_later_value``)
+    or not listed yet (``accuracy_not_yet_named``: the right top answer is ``unlisted``)."""
+    out: dict[str, Any] = {}
+    for name, rows in (("open", cases != CLOSED), ("closed", cases == CLOSED)):
+        metrics = prediction_metrics(probs[rows], truth[rows], n_bins=settings.ece_bins,
+                                     coverages=settings.coverages) if rows.any() else {}
+        out[name] = {**metrics, "n_evaluated": int(rows.sum())}
+    for name, case in (("later_value", OPEN_LATER), ("not_yet_named", OPEN_UNLISTED), ("first_value", OPEN_FIRST)):
+        rows = cases == case
+        out["open"][f"accuracy_{name}"] = accuracy(probs[rows], truth[rows])
+        out["open"][f"n_{name}"] = int(rows.sum())
+    return out
+
+
+def _stack(blocks: list[np.ndarray]) -> np.ndarray:
+    """Rows of several checkpoints, zero-padded to the widest (open questions' option lists grow)."""
+    width = max(b.shape[1] for b in blocks)
+    return np.vstack([np.pad(b, ((0, 0), (0, width - b.shape[1]))) for b in blocks])
+
+
 # ============================================================================ the run
 Progress = Callable[[str, float], None]
 
@@ -282,6 +353,9 @@ def world_summary(world, evidence: Evidence, ingest_counts: dict[str, int]) -> d
         "counted_readings": int(evidence.n_readings),
         "settlements": int(len(evidence.settle_q)),
         "planted_campaigns": len(t.campaigns),
+        **({"open_questions": sum(1 for q in t.questions.values() if q.get("open")),
+            "values_added": int(sum(1 for r in world.records if r["type"] == "option_added"))}
+           if has_open_questions(world) else {}),
         "trusted_layer": trusted_layer(world),
         "kinds": len(t.prior),
         "reader_temperature": dict(t.reader_temperature),
@@ -352,24 +426,33 @@ def _run(world, settings: BenchSettings, db: str, trainer, progress: Progress | 
     counts: dict[str, int] = {}
     t0 = time.perf_counter()
     previous = None
+    # open questions' option lists grow with the stream: each checkpoint reads the store as it was then
+    snapshots: list[Evidence] | None = [] if has_open_questions(world) else None
+    load_s = 0.0
     for day in days.tolist():
         added = store.ingest_records(world.records_until(day, since=previous))
         for table, n in added.items():
             counts[table] = counts.get(table, 0) + n
         previous = day
+        if snapshots is not None:
+            t1 = time.perf_counter()
+            snapshots.append(store.load_evidence(None))
+            load_s += time.perf_counter() - t1
         tick("replaying the stream into the store", 1)
-    timings["ingest_s"] = time.perf_counter() - t0
+    timings["ingest_s"] = time.perf_counter() - t0 - load_s
     t0 = time.perf_counter()
-    evidence = store.load_evidence(None)
-    timings["load_s"] = time.perf_counter() - t0
+    evidence = snapshots[-1] if snapshots else store.load_evidence(None)
+    timings["load_s"] = time.perf_counter() - t0 + load_s
     try:
-        return _evaluate(world, settings, store, evidence, counts, trainer, tick, timings, started)
+        return _evaluate(world, settings, store, evidence, counts, trainer, tick, timings, started,
+                         snapshots=snapshots)
     finally:
         store.close()
 
 
 def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts: dict[str, int], trainer,
-              tick: Progress, timings: dict[str, Any], started: float) -> BenchResult:
+              tick: Progress, timings: dict[str, Any], started: float,
+              snapshots: list[Evidence] | None = None) -> BenchResult:
     notes: dict[str, str] = {}
     n_cp = settings.checkpoints
     days = np.linspace(world.end_day / n_cp, world.end_day, n_cp)
@@ -380,26 +463,31 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
 
     # ------------------------------------------------------------- systems
     wanted = tuple(settings.systems)
+    if snapshots is not None and wanted == baselines.SYSTEM_NAMES:  # the default line-up, on open questions
+        wanted += baselines.OPEN_SYSTEM_NAMES
     if trainer is None and "doxa-learned" in wanted:
         why = trainer_available()
         if why is None:
             trainer = nightly_trainer(store, settings)
         else:
             notes["doxa-learned"] = why
-    systems = [s for s in baselines.lineup(world.oracle_params(), trainer, wanted) if s.name not in notes]
+    created = created_options(world)
+    systems = [s for s in baselines.lineup(world.oracle_params(), trainer, wanted, created=created)
+               if s.name not in notes]
     learned = next((s for s in systems if isinstance(s, baselines.LearnedDoxa)), None)
 
     per_system: dict[str, dict[str, list]] = {s.name: {"probs": [], "truth": [], "unsettled": [], "seconds": 0.0,
-                                                       "reads": 0} for s in systems}
+                                                       "reads": 0, "kinds": []} for s in systems}
     checkpoint_rows: list[dict[str, Any]] = []
     learning: list[dict[str, Any]] = []
     final_probs: dict[str, np.ndarray] = {}
     final_truth = final_eval = None
     for i, (day, at) in enumerate(zip(days.tolist(), epoch_days.tolist())):
-        ev = evidence_until(evidence, at)
+        ev = evidence_until(evidence if snapshots is None else snapshots[i], at)
         has = np.bincount(ev.q, minlength=len(qids)) > 0
         idx = np.flatnonzero(has)
-        truth = np.array([world.truth.answer_index_at(qids[j], day) for j in idx.tolist()], dtype=np.int64)
+        truth = checkpoint_truth(world, ev.questions, idx, day)
+        kinds_of = question_cases(ev.questions, idx, truth, created)
         unsettled = (np.bincount(ev.settle_q, minlength=len(qids)) == 0)[idx]
         row = {"checkpoint": i, "day": day, "evaluated": int(len(idx)), "settlements": int(len(ev.settle_q)),
                "readings": int(ev.n_readings), "accuracy": {}}
@@ -422,6 +510,7 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
             acc["probs"].append(probs[idx])
             acc["truth"].append(truth)
             acc["unsettled"].append(unsettled)
+            acc["kinds"].append(kinds_of)
             row["accuracy"][system.name] = accuracy(probs[idx], truth)
             if i == n_cp - 1:
                 final_probs[system.name] = probs
@@ -437,8 +526,11 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
 
     # ------------------------------------------------------------- planted claims
     t0 = time.perf_counter()
+    # planted claims name a value of the question's: an open question's may not be listed, so only
+    # closed questions are attacked (all of them on a world without open questions)
+    attacked = ~evidence.questions.is_open[final_eval]
     planted = planted_resistance(world, evidence_until(evidence, epoch_days[-1]), systems, final_probs,
-                                 final_eval, final_truth, days[-1], cap=settings.planted_cap,
+                                 final_eval[attacked], final_truth[attacked], days[-1], cap=settings.planted_cap,
                                  questions=settings.planted_questions, seed=settings.seed, tick=tick)
     timings["planted_s"] = time.perf_counter() - t0
 
@@ -450,7 +542,7 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
                          **{k: None for k in METRIC_KEYS}})
             continue
         acc = per_system[name]
-        probs = np.vstack(acc["probs"])
+        probs = _stack(acc["probs"])
         truth = np.concatenate(acc["truth"])
         metrics = prediction_metrics(probs, truth, n_bins=settings.ece_bins, coverages=settings.coverages)
         never_settled = np.concatenate(acc["unsettled"])
@@ -472,6 +564,8 @@ def _evaluate(world, settings: BenchSettings, store, evidence: Evidence, counts:
                "n_evaluated": int(len(truth))}
         if name in notes:
             row["note"] = notes[name]
+        if snapshots is not None:
+            row.update(open_question_metrics(probs, truth, np.concatenate(acc["kinds"]), settings))
         if name == "doxa-learned" and learned is not None:
             row["fits"] = learned.fits_
             row["fit_seconds"] = sum(f["seconds"] for f in learned.fits_)

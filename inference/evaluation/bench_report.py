@@ -41,7 +41,7 @@ def write_report(result: BenchResult, out_dir: str | Path) -> list[str]:
 
     ok = [r for r in result.systems if r.get("status") == "ok"]
     names = [r["system"] for r in ok]
-    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(baselines.SYSTEM_NAMES)}
+    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(baselines.ALL_SYSTEM_NAMES)}
 
     # reliability diagram, one panel per system
     cols = 3
@@ -130,6 +130,17 @@ def table_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def open_table_rows(result: BenchResult) -> tuple[list[str], list[list[str]]] | None:
+    """Header and rows of the open questions' table (the terminal's); None on a world without them."""
+    ok = [r for r in result.systems if r.get("status") == "ok" and r.get("open")]
+    if not ok:
+        return None
+    header = ["system", "acc, open", "log-loss, open", "acc, later value", "acc, not yet named", "acc, closed"]
+    return header, [[r["system"], _fmt(r["open"].get("accuracy")), _fmt(r["open"].get("log_loss")),
+                     _fmt(r["open"].get("accuracy_later_value")), _fmt(r["open"].get("accuracy_not_yet_named")),
+                     _fmt((r.get("closed") or {}).get("accuracy"))] for r in ok]
+
+
 def resistance_markdown(result: BenchResult) -> list[str]:
     """The resistance table: claims to flip per attack (median / 10th percentile), and the honest change."""
     cap = result.settings.get("planted_cap", 20)
@@ -156,6 +167,36 @@ def resistance_markdown(result: BenchResult) -> list[str]:
         honest = res.get("honest_change", {}).get("median")
         ratio = (honest / oracle["median"]) if honest is not None and oracle.get("median") else None
         lines.append(f"| {r['system']} | " + " | ".join(cells) + f" | {cell(honest)} | {_fmt(ratio, '.2f')} |")
+    return lines
+
+
+def open_questions_markdown(result: BenchResult) -> list[str]:
+    """The open questions' table (worlds with an open kind): each system on open and closed questions
+    apart, and on the open questions whose true value was listed after the question was created."""
+    ok = [r for r in result.systems if r.get("status") == "ok" and r.get("open")]
+    if not ok:
+        return []
+    w = result.world
+    lines = ["", "## Open questions", "",
+             f"{w.get('open_questions', 0)} open questions (answers that are values, listed as messages name "
+             f"them: {w.get('values_added', 0)} values added over the run). An open question's states at a "
+             "checkpoint are the values the store listed by then and `unlisted`; the truth is the current value "
+             "where listed, else `unlisted`. Later value: the truth is a value listed after the question was "
+             "created (a system confined to the creation options, `fixed-options`, scores it as wrong). "
+             "Not yet named: no evidence has named the true value, the right top answer is `unlisted`.", "",
+             "| system | accuracy, open | log-loss, open | ECE, open | accuracy, later value | "
+             "accuracy, not yet named | accuracy, closed | log-loss, closed |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in ok:
+        o, c = r["open"], r.get("closed") or {}
+        lines.append(f"| {r['system']} | {_fmt(o.get('accuracy'))} | {_fmt(o.get('log_loss'))} | {_fmt(o.get('ece'))}"
+                     f" | {_fmt(o.get('accuracy_later_value'))} | {_fmt(o.get('accuracy_not_yet_named'))}"
+                     f" | {_fmt(c.get('accuracy'))} | {_fmt(c.get('log_loss'))} |")
+    first = ok[0]["open"]
+    lines += ["", f"Pairs evaluated: {first.get('n_evaluated', 0)} open ({first.get('n_later_value', 0)} with a "
+              f"later value, {first.get('n_not_yet_named', 0)} not yet named), "
+              f"{(ok[0].get('closed') or {}).get('n_evaluated', 0)} closed. Planted claims attack closed "
+              "questions only."]
     return lines
 
 
@@ -188,6 +229,7 @@ def render_markdown(result: BenchResult, images: list[str]) -> str:
     notes = [r for r in result.systems if r.get("note")]
     if notes:
         lines += [""] + [f"- **{r['system']}**: {r['note']}" for r in notes]
+    lines += open_questions_markdown(result)
     lines += resistance_markdown(result)
     converged = result.convergence_line()
     if converged:

@@ -115,14 +115,14 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
     q = np.r_[row_pseudo, p_pseudo].astype(np.int64)
     t = np.r_[evidence.t[rows], batch.t[p_m, p_claim]]
     order = np.lexsort((t, q))
-    s_rows, s_pseudo = _copy_rows(evidence.settle_q, base_q)
-    r_rows, r_pseudo = _copy_rows(evidence.reject_q, base_q)
+    s_rows, s_pseudo = copy_rows(evidence.settle_q, base_q)
+    r_rows, r_pseudo = copy_rows(evidence.reject_q, base_q)
 
     questions = QuestionTable(
         ids=np.array([f"{qt.ids[b]}#{n}" for b, n in zip(base_q.tolist(), level.tolist())], dtype=object),
         subjects=qt.subjects[base_q], kinds=qt.kinds[base_q], texts=qt.texts[base_q], shapes=qt.shapes[base_q],
         options=[qt.options[b] for b in base_q.tolist()], n_options=qt.n_options[base_q],
-        options_key=qt.options_key[base_q],
+        options_key=qt.options_key[base_q], is_open=qt.is_open[base_q],
     )
     aug = Evidence(
         questions=questions,
@@ -155,7 +155,7 @@ def _source_readings(evidence: Evidence) -> np.ndarray:
     return np.bincount(evidence.source_index, minlength=len(src.ids)).astype(np.int64)
 
 
-def _copy_rows(row_q: np.ndarray, base_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def copy_rows(row_q: np.ndarray, base_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``row_q`` (sorted or not) repeated for every pseudo-question of their question."""
     order = np.argsort(row_q, kind="stable")
     lo = np.searchsorted(row_q[order], base_q, side="left")

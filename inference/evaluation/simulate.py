@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from doxa.data.evidence import Evidence, QuestionTable, SourceTable, options_key
+from doxa.data.evidence import OPEN_KEY_MARK, UNLISTED, Evidence, QuestionTable, SourceTable, options_key
 from doxa.model.logistic import sigmoid
 
 from .story import SECONDS_PER_DAY, AnswerTimelines, report, soft_reading, state
@@ -48,6 +48,12 @@ class SimulationConfig:
     one_off_mean: float = 0.08
     settled_fraction: float = 0.5
     settlements_per_question: float = 2.0
+    #: kinds (indices into kind_options) whose questions are open: ``K - 1`` named values and
+    #: ``unlisted``, base rates of the Chinese-restaurant form with ``new_value_weight`` (θ); each
+    #: value but the first is listed at a random time, and a message read before then that states
+    #: it is read as stating an unlisted value (docs/design.md §2, open questions)
+    open_kinds: tuple[int, ...] = ()
+    new_value_weight: float = 1.0
     seed: int = 0
 
 
@@ -85,6 +91,10 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     n_kinds = len(cfg.kind_options)
     kind_names = np.asarray([f"kind{k}" for k in range(n_kinds)], dtype=object)
     priors = [rng.dirichlet(np.full(k, cfg.base_rate_concentration)) for k in cfg.kind_options]
+    theta = cfg.new_value_weight
+    for i in cfg.open_kinds:
+        n_named = cfg.kind_options[i] - 1
+        priors[i] = np.r_[np.full(n_named, 1.0 / (n_named + theta)), theta / (n_named + theta)]
     rates = np.log(2.0) / np.asarray(cfg.half_life_days, dtype=np.float64)
     n_q = cfg.n_questions
     q_kind = rng.integers(0, n_kinds, n_q)
@@ -120,8 +130,24 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     u = rng.beta(1.0, (1 - cfg.unclear_mean) / cfg.unclear_mean, n) if cfg.unclear_mean > 0 else np.zeros(n)
     o = rng.beta(1.0, (1 - cfg.one_off_mean) / cfg.one_off_mean, n) if cfg.one_off_mean > 0 else np.zeros(n)
     stated, _ = state(rng, answers.answer(r_q, r_t), k_r, alpha_leaf[r_src], u, o)
+    q_open = np.isin(q_kind, np.asarray(cfg.open_kinds, dtype=np.int64))
+    unnamed = None
+    if q_open.any():
+        # when each value of an open question is listed (its first value from the start); a message read
+        # before then that states it is read as stating an unlisted value, and leaves it unnamed
+        listed_at = np.where(np.arange(k_max)[None, :] == 0, 0, rng.integers(0, horizon_s, (n_q, k_max)))
+        listed_at[~q_open] = 0
+        column = np.arange(k_max)[None, :]
+        unnamed = (column < (k_r - 1)[:, None]) & (r_t[:, None] < listed_at[r_q])
+        stated = np.where(unnamed[np.arange(n), stated], k_r - 1, stated)
     calibrated = soft_reading(rng, stated, k_r, np.full(n, cfg.reader_beta), k_max)
     probs, unclear, unrelated = report(calibrated, np.full(n, cfg.reader_temperature), u, np.full(n, 0.5), k_r)
+    if unnamed is not None:
+        # a reader shown only the values listed then: its mass on an unnamed value is on unlisted
+        last = k_r - 1
+        rows = np.arange(n)
+        probs[rows, last] += np.where(unnamed, probs, 0.0).sum(axis=1)
+        probs = np.where(unnamed, np.repeat(probs[rows, last][:, None], k_max, axis=1), probs)
 
     order = np.lexsort((r_t, r_q))
     # ---- settlements
@@ -133,16 +159,18 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     s_q, s_t = s_q[s_order], s_t[s_order]
     s_answer = answers.answer(s_q, s_t)
 
-    options = [[f"o{j}" for j in range(k)] for k in q_k.tolist()]
+    options = [[f"o{j}" for j in range(k - 1)] + [UNLISTED if q_open[i] else f"o{k - 1}"]
+               for i, k in enumerate(q_k.tolist())]
     ids = np.asarray([f"q{i:06d}" for i in range(n_q)], dtype=object)
     kinds = kind_names[q_kind]
+    keys = [(OPEN_KEY_MARK if q_open[i] else "") + options_key(kd, op) for i, (kd, op) in enumerate(zip(kinds, options))]
     evidence = Evidence(
         questions=QuestionTable(
             ids=ids, subjects=np.full(n_q, None, dtype=object), kinds=kinds,
             texts=ids.copy(), shapes=np.full(n_q, "choice", dtype=object), options=options,
-            n_options=q_k.astype(np.int64),
-            options_key=np.asarray([options_key(kd, op) for kd, op in zip(kinds, options)], dtype=object),
+            n_options=q_k.astype(np.int64), options_key=np.asarray(keys, dtype=object), is_open=q_open,
         ),
+        unnamed=None if unnamed is None else unnamed[order],
         q=r_q[order], t=T0_DAYS + r_t[order] / SECONDS_PER_DAY, source_index=r_src[order].astype(np.int64),
         reader_index=np.zeros(n, dtype=np.int64), probs=probs[order],
         unclear=unclear[order], unrelated=unrelated[order], one_off=o[order],

@@ -30,7 +30,30 @@ Together these give the per-message likelihood of docs/design.md §2,
 Outside the story: copies (same text, later, another source: one evidence unit in the
 store), assistant notes (sources under ``assistant/…``: never evidence), planted
 campaigns (bursts of confident false claims from brand-new sources in an
-untrustworthy layer), and settlements (the then-current truth, observed).
+untrustworthy layer), and settlements (the then-current truth, observed). With the
+``change_reports`` knob, true changes are also told by new sources, one message each over
+consecutive days (:meth:`_Generator.change_reports`; the reporters themselves follow the story).
+
+Open kinds (``kinds[].open``; docs/design.md §2, open questions): each question of the
+kind has ``K = slots`` values of its own, drawn from the kind's pool, and lists them as
+they are named. Its story runs over those slots: slot ``j`` is the ``j``-th distinct
+value the truth takes (then values only wrong or vague statements name). Truth: ``z(0)``
+is slot 0; changes arrive at rate ``λ_k`` as above, and at a change with ``n`` values
+taken so far the answer is redrawn from the Chinese restaurant of the model's base rates,
+
+    P(z = v_j) = 1/(n+θ_k)  (j = 1…n, the value it replaces included),   P(new v_{n+1}) = θ_k/(n+θ_k)
+
+(once all ``K`` slots are taken, uniformly among them). What a message states is the
+story above over the ``K`` slots. The records are an organizer's and a reader's view of
+it: the question record lists only slot 0 and says ``"open": true``; a message whose
+text first names a value is followed by an ``option_added`` record (by ``organizer``,
+at the message's time); a reading names the values listed at that point and reads
+``unlisted`` as one category, ``r̃ ~ Dirichlet(β·1 + e_c)`` over them (``c``: the stated
+value's category, ``unlisted`` when it is not listed): given what the message states, a
+reading is what the model assumes; a settlement names the true value, which the store adds when it is not
+listed. The model's ``K`` is the values listed plus ``unlisted``, not the slots, so
+its ``(1-α)/(K-1)`` for a wrong statement is near, not equal to, the world's: the
+oracle is the ceiling on closed kinds and close to it on open ones.
 
 All randomness comes from one ``numpy`` Generator tree seeded by ``config.seed``:
 the same config gives the same records, byte for byte.
@@ -51,7 +74,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Iterator
@@ -71,6 +94,19 @@ from .world_truth import PlantedCampaign, ReadingTruth, WorldTruth
 
 
 @dataclass
+class ChangeReport:
+    """One true change told by new sources (``change_reports`` knob): the question, the day the
+    answer changed to ``option``, and the reporters' sources, messages and days in order."""
+
+    question: str
+    day: float
+    option: str
+    sources: list[str]
+    messages: list[str]
+    days: list[float]
+
+
+@dataclass
 class World:
     """A generated stream and its truth. ``records`` are in stream order; ``record_days``
     gives each record's world day (``-inf`` for definitions; a reading has its message's)."""
@@ -80,6 +116,8 @@ class World:
     record_days: np.ndarray
     truth: WorldTruth
     primary_reader: str
+    #: the reported changes of the ``change_reports`` knob (empty without it)
+    change_reports: list[ChangeReport] = field(default_factory=list)
 
     # ------------------------------------------------------------------ time
     @property
@@ -169,6 +207,7 @@ class World:
             }
             for kind in t.prior
         }
+        kinds.update(_open_kind_params(t))
         top = {node: a for node, a in t.node_trust.items() if t.node_depth[node] == 1 and node != "assistant"}
         rates = np.array(list(t.change_rate.values()))
         return {
@@ -214,6 +253,8 @@ class World:
         """
         if question_id not in self.truth.questions:
             raise KeyError(f"no question {question_id!r} in this world")
+        if question_id in self.truth.open_values:  # its values are listed as the stream names them
+            raise ValueError(f"{question_id} is an open question: planted claims are for closed questions")
         options = self.truth.questions[question_id]["options"]
         if wrong_option not in options:
             raise ValueError(f"{wrong_option!r} is not an option of {question_id}: {options}")
@@ -229,6 +270,14 @@ class World:
             indices=list(range(start, start + n)),
             label=label,
         )[0]
+
+
+def _open_kind_params(t: WorldTruth) -> dict[str, dict[str, Any]]:
+    """Open kinds' entries of the oracle: no options or base rates of their own (each question has its
+    values), the true change rate and θ (docs/design.md §2, open questions)."""
+    return {kind: {"options": [], "prior": [], "change_rate": t.change_rate[kind],
+                   "half_life_days": math.log(2.0) / t.change_rate[kind], "new_value_weight": theta}
+            for kind, theta in t.new_value_weight.items()}
 
 
 def _planted_claims(world: World, question_id: str, stated: int, days: list[float], indices: list[int],
@@ -310,13 +359,16 @@ class _Generator:
     def kinds(self) -> None:
         cfg = self.cfg
         self.kind_names = [k.name for k in cfg.kinds]
-        self.k_of_kind = np.array([len(k.options) for k in cfg.kinds], dtype=np.int64)
+        # an open kind's questions each have `slots` values of their own (see open_values)
+        self.k_of_kind = np.array([k.slots if k.open else len(k.options) for k in cfg.kinds], dtype=np.int64)
         self.k_max = int(self.k_of_kind.max())
         self.prior = np.zeros((len(cfg.kinds), self.k_max))
         self.rate = np.zeros(len(cfg.kinds))
         for i, kind in enumerate(cfg.kinds):
-            k = len(kind.options)
-            if kind.prior is not None:
+            k = int(self.k_of_kind[i])
+            if kind.open:  # no base rates per slot: the Chinese restaurant of open_timelines redraws
+                self.prior[i, :k] = 1.0 / k
+            elif kind.prior is not None:
                 p = np.asarray(kind.prior, dtype=float)
                 self.prior[i, :k] = p / p.sum()
             else:
@@ -488,10 +540,164 @@ class _Generator:
     def timelines(self) -> None:
         self.answers = AnswerTimelines.draw(self.r_truth, self.prior, self.rate, self.q_kind, self.cfg.days,
                                             self.horizon)
+        self.open_timelines()
 
     def answer(self, q: np.ndarray, t: np.ndarray) -> np.ndarray:
         """True option index of questions ``q`` at seconds ``t`` (vectorised)."""
         return self.answers.answer(q, t)
+
+    # ------------------------------------------------------------------ open kinds
+    def open_timelines(self) -> None:
+        """Open kinds: each question's own values, and its answers redrawn by the Chinese restaurant.
+
+        Slot ``j`` of an open question is the ``j``-th distinct value its answer takes, then the
+        values only wrong or vague statements name (``slots`` in all, drawn without replacement from
+        the kind's pool). ``z_q(0)`` is slot 0; change events keep their Poisson times, and at a
+        change with ``n`` values taken so far ``z`` is redrawn as each of them with ``1/(n+θ)``
+        (possibly the value it replaces) and as a new one, slot ``n``, with ``θ/(n+θ)``; once every
+        slot is taken, among them uniformly. Draws from a stream of its own (seeded by the config's
+        seed and this stage's name) and only for a config with an open kind, so a config without
+        one gives the records it gave before open kinds existed.
+        """
+        cfg = self.cfg
+        self.q_open = np.array([cfg.kinds[k].open for k in self.q_kind.tolist()], dtype=bool)
+        self.q_values: list[list[str]] = [[] for _ in self.q_ids]
+        self._q_options: list[list[str]] | None = None
+        if not self.q_open.any():
+            return
+        rng = np.random.default_rng([cfg.seed, zlib.crc32(b"open_kinds")])
+        for i, kind in enumerate(cfg.kinds):
+            if not kind.open:
+                continue
+            qs = np.flatnonzero(self.q_kind == i)
+            # `slots` distinct values per question: the first columns of a random permutation of the pool
+            picks = np.argsort(rng.random((qs.size, len(kind.options))), axis=1)[:, :kind.slots]
+            for q, row in zip(qs.tolist(), np.asarray(kind.options, dtype=object)[picks].tolist()):
+                self.q_values[q] = row
+        a = self.answers
+        a.initial[self.q_open] = 0
+        events = np.flatnonzero(self.q_open[a.change_q])  # sorted by (question, time)
+        if not events.size:
+            return
+        q_ev = a.change_q[events]
+        first = np.r_[0, np.flatnonzero(np.diff(q_ev)) + 1]
+        rank = np.arange(events.size) - np.repeat(first, np.diff(np.r_[first, events.size]))
+        theta = np.array([k.new_value_weight for k in cfg.kinds])[self.q_kind]
+        taken = np.ones(len(self.q_ids))  # n per question: slot 0 from the start
+        for r in range(int(rank.max()) + 1):  # the r-th change of every open question at once
+            ev = events[rank == r]
+            q = a.change_q[ev]
+            n, th = taken[q], theta[q]
+            x = rng.random(ev.size) * (n + th)
+            full = n >= self.q_k[q]
+            new = (x >= n) & ~full
+            old = np.minimum(np.floor(np.where(full, x * n / (n + th), x)), n - 1)
+            a.change_value[ev] = np.where(new, n, old).astype(np.int64)
+            taken[q] = n + new
+
+    def question_options(self) -> list[list[str]]:
+        """Each question's options: its kind's, or an open question's own values (every slot)."""
+        if self._q_options is None:
+            self._q_options = [self.q_values[q] if self.q_open[q] else self.cfg.kinds[k].options
+                               for q, k in enumerate(self.q_kind.tolist())]
+        return self._q_options
+
+    def open_question_fields(self, q: int) -> dict[str, Any]:
+        """An open question's record lists only its first value, and says it is open (closed: nothing)."""
+        return {"options": [self.q_values[q][0]], "open": True} if self.q_open[q] else {}
+
+    def open_truth_fields(self, q: int) -> dict[str, Any]:
+        return {"open": True} if self.q_open[q] else {}
+
+    def open_names(self, message_ids: list[str], position: np.ndarray, row_src: np.ndarray, row_msg: np.ndarray,
+                   campaigns: list[PlantedCampaign]) -> tuple[dict[str, tuple[str, str]], dict[tuple[str, str], str]]:
+        """What open questions' messages say: message id → (open question, value) for every message
+        whose text names a value of one (a clear or one-off statement about it; not a vague one, nor an
+        assistant's note, whose texts name no value an organizer would list; its copies; planted
+        claims), and (message id, open question) → the value each reading's message states."""
+        n_orig = self.m_q.size
+        stated = self.reading_stated[:n_orig]  # the main reading row of message m is row m
+        names = (self.q_open[self.m_q] & ~self.m_assistant & ((self.m_o > 0.5) | (self.m_u <= 0.5)))
+        named: dict[str, tuple[str, str]] = {}
+        for m in np.flatnonzero(names).tolist():
+            q = int(self.m_q[m])
+            named[message_ids[int(position[m])]] = (self.q_ids[q], self.q_values[q][int(stated[m])])
+        for c, m in enumerate(self.c_orig.tolist()):
+            if names[m]:
+                named[message_ids[int(position[n_orig + c])]] = named[message_ids[int(position[m])]]
+        rows = np.flatnonzero(self.q_open[self.reading_q[row_src]])
+        says = {(message_ids[int(position[row_msg[r]])], self.q_ids[q]): self.q_values[q][s]
+                for r, q, s in zip(rows.tolist(), self.reading_q[row_src[rows]].tolist(),
+                                   self.reading_stated[row_src[rows]].tolist())}
+        open_ids = {self.q_ids[q] for q in np.flatnonzero(self.q_open).tolist()}
+        for camp in campaigns:
+            if camp.question in open_ids:
+                named.update({mid: (camp.question, camp.option) for mid in camp.messages})
+                says.update({(mid, camp.question): camp.option for mid in camp.messages})
+        return named, says
+
+    def open_records(self, world: World, records: list[dict], days: list[float],
+                     named: dict[str, tuple[str, str]], says: dict[tuple[str, str], str]
+                     ) -> tuple[list[dict], list[float]]:
+        """Lay the stream over open questions' growing option lists, as an organizer and a reader would.
+
+        In stream order, each open question lists its first value from its creation; a message that
+        first names a value is followed by an ``option_added`` record (by the organizer, at the
+        message's time), before its readings; a settlement naming a value not listed adds it (the
+        store does, docs/formats.md). A reading of an open question is the story's reading over its
+        categories then, the values listed and ``unlisted`` (every value not listed): with ``c`` the
+        category of the value its message states, ``r̃ ~ Dirichlet(β·1 + e_c)`` over them and
+        ``probs, unlisted = (1-u)·normalise(r̃^τ)`` (``u``, ``unclear``, ``unrelated`` and ``one_off``
+        as drawn for the message; the draws from a stream of their own). Lumping the unnamed values
+        after the draw would not do: their summed mass is not one category's reading. Records the day
+        each value was listed in ``world.truth.open_values``.
+        """
+        cfg = self.cfg
+        t = world.truth
+        t.new_value_weight = {k.name: float(k.new_value_weight) for k in cfg.kinds if k.open}
+        listed = {self.q_ids[q]: [self.q_values[q][0]] for q in np.flatnonzero(self.q_open).tolist()}
+        t.open_values = {qid: [(-math.inf, values[0])] for qid, values in listed.items()}
+        out: list[dict] = []
+        out_days: list[float] = []
+        at: list[int] = []  # positions in `out` of open questions' readings, with their categories
+        categories: list[list[str]] = []
+        stated: list[int] = []
+        for rec, day in zip(records, days):
+            kind = rec["type"]
+            if kind == "reading" and rec["question"] in listed:
+                values = list(listed[rec["question"]])
+                value = says[(rec["message"], rec["question"])]
+                at.append(len(out))
+                categories.append(values)
+                stated.append(values.index(value) if value in values else len(values))  # else: unlisted
+            out.append(rec)
+            out_days.append(day)
+            if kind == "message" and rec["id"] in named:
+                qid, value = named[rec["id"]]
+                if value not in listed[qid]:
+                    listed[qid].append(value)
+                    t.open_values[qid].append((day, value))
+                    out.append({"type": "option_added", "question": qid, "option": value, "at": rec["sent_at"],
+                                "by": "organizer"})
+                    out_days.append(day)
+            elif kind == "settlement" and rec["question"] in listed and rec["answer"] not in listed[rec["question"]]:
+                listed[rec["question"]].append(rec["answer"])
+                t.open_values[rec["question"]].append((day, rec["answer"]))
+        if at:
+            rng = np.random.default_rng([cfg.seed, zlib.crc32(b"open_readings")])
+            readers = {r.name: r for r in cfg.readers}
+            old = [out[i] for i in at]
+            k = np.array([len(c) + 1 for c in categories], dtype=np.int64)
+            u = np.array([r["unclear"] + r["unrelated"] for r in old])
+            beta = np.array([readers[r["reader"]].beta for r in old])
+            tau = np.array([readers[r["reader"]].temperature for r in old])
+            calibrated = soft_reading(rng, np.asarray(stated, dtype=np.int64), k, beta, int(k.max()))
+            probs, _, _ = report(calibrated, tau, u, np.zeros(len(at)), k)
+            for i, rec, values, row in zip(at, old, categories, probs.tolist()):
+                out[i] = {**{f: rec[f] for f in ("type", "message", "question", "reader", "reader_version")},
+                          "probs": dict(zip(values, row[:len(values)])), "unlisted": row[len(values)],
+                          **{f: rec[f] for f in ("unclear", "unrelated", "one_off")}}
+        return out, out_days
 
     # ------------------------------------------------------------------ messages and readings
     def messages(self) -> None:
@@ -628,7 +834,7 @@ class _Generator:
             kind = cfg.kinds[int(self.q_kind[q])]
             p = int(self.q_person[q])
             name = f"{self.first[p]} {self.last[p]}" if use_full[i] else self.first[p]
-            option = kind.options[stated[i]]
+            option = self.q_values[q][stated[i]] if kind.open else kind.options[stated[i]]
             phrase = kind.phrases.get(option, option)
             when = moments[i]
             stamp = f"({MONTHS[when.month - 1]} {when.day})"
@@ -696,9 +902,11 @@ class _Generator:
         planted_records, planted_days, campaigns = self.campaigns(world)
         world.truth.campaigns = campaigns
         world.truth.planted_sources = {c for camp in campaigns for c in camp.sources}
+        told_records, told_days, world.change_reports, told_truth = self.change_reports(world)
 
         self.used_leaves = np.unique(all_src)
-        records, days = self.definitions(campaign_sources=[r for r in planted_records if r["type"] == "source"])
+        records, days = self.definitions(campaign_sources=[r for r in planted_records + told_records
+                                                           if r["type"] == "source"])
         # events: messages (each followed by its readings), settlements and planted claims, by time
         iso = np.datetime_as_string(np.datetime64(self.start, "s") + all_t[order].astype("timedelta64[s]"), unit="s")
         sorted_src = all_src[order].tolist()
@@ -714,7 +922,7 @@ class _Generator:
         row_reader = self.m_reader[self.reading_msg[row_src]].tolist()
         reader_names = [r.name for r in cfg.readers]
         reader_versions = [r.version for r in cfg.readers]
-        q_options = [cfg.kinds[k].options for k in self.q_kind.tolist()]
+        q_options = self.question_options()
 
         event_records: list[tuple[int, int, int, list[dict]]] = []  # (time, tiebreak, seq, records)
         for j in range(order.size):
@@ -744,13 +952,19 @@ class _Generator:
                 claim_chunks[-1].append(rec)
         for i, (chunk, day) in enumerate(zip(claim_chunks, planted_days)):
             event_records.append((int(round(day * SECONDS_PER_DAY)), 2, i, chunk))
+        told_chunks = [told_records[i + 1:i + 3] for i in range(0, len(told_records), 3)]  # (message, reading)
+        for i, (chunk, day) in enumerate(zip(told_chunks, told_days)):
+            event_records.append((int(round(day * SECONDS_PER_DAY)), 3, i, chunk))
         event_records.sort(key=lambda e: (e[0], e[1], e[2]))
         for t, _, _, chunk in event_records:
             records.extend(chunk)
             days.extend([t / SECONDS_PER_DAY] * len(chunk))
+        if self.q_open.any():  # open questions: option_added records, readings over the values listed then
+            records, days = self.open_records(world, records, days,
+                                              *self.open_names(message_ids, position, row_src, row_msg, campaigns))
         world.records = records
         world.record_days = np.asarray(days, dtype=float)
-        self.add_planted_truth(world, claim_chunks, planted_days)
+        self.add_planted_truth(world, claim_chunks, planted_days, told_truth)
         return world
 
     def definitions(self, campaign_sources: list[dict]) -> tuple[list[dict], list[float]]:
@@ -775,7 +989,7 @@ class _Generator:
             p = int(self.q_person[q])
             records.append({"type": "question", "id": qid, "subject": self.person_ids[p], "kind": kind.name,
                             "text": kind.text.format(name=self.first[p]), "shape": kind.shape,
-                            "options": list(kind.options)})
+                            "options": list(kind.options), **self.open_question_fields(q)})
         return records, [-math.inf] * len(records)
 
     def campaigns(self, world: World) -> tuple[list[dict], list[float], list[PlantedCampaign]]:
@@ -798,18 +1012,121 @@ class _Generator:
                                                       label=f"campaign-{c}")
             records.extend(recs)
             days.extend(claim_days)
-            options = cfg.kinds[int(self.q_kind[q])].options
+            options = self.question_options()[q]
             campaigns.append(PlantedCampaign(question=self.q_ids[q], day=t / SECONDS_PER_DAY, option=options[wrong],
                                              true_option=options[true], messages=messages, sources=sources))
         return records, days, campaigns
+
+    def change_reports(self, world: World) -> tuple[list[dict], list[float], list[ChangeReport], dict | None]:
+        """The ``change_reports`` knob: each true change (a share of them) told by new sources.
+
+        Reporter ``i`` of a change at ``t`` sends one message at ``t + delay + i·spacing`` (kept
+        only while inside the run) from a new leaf of a pooled group that talks about the kind
+        (drawn by share; with ``venues: distinct`` each reporter of a change from another group
+        while there are groups left). Its reliability is drawn as any leaf's, ``logit α = logit
+        α_group + σ ε``, and what it states and what the reader reports follow the story
+        (:meth:`read`), with ``u`` and ``o`` from the low parts of their mixtures (a clear, lasting
+        statement). Its own stream (seeded by the config's seed and this stage's name), so a
+        config without the knob gives the same records as before. Returns source, message and
+        reading records (three per report), their days, the reports, and their truth rows.
+        """
+        cfg = self.cfg
+        told = cfg.change_reports
+        if told is None:
+            return [], [], [], None
+        rng = np.random.default_rng([cfg.seed, zlib.crc32(b"change_reports")])
+        answers = self.answers
+        real = np.flatnonzero(answers.real_changes())
+        real = real[rng.random(real.size) < told.share]
+        if told.kinds is not None:
+            reported = np.isin(np.asarray(self.kind_names, dtype=object), told.kinds)
+            real = real[reported[self.q_kind[answers.change_q[real]]]]
+        offsets = ((told.delay_days + told.spacing_days * np.arange(told.reporters)) * SECONDS_PER_DAY).round()
+        groups = cfg.sources.groups
+        pooled = (~self.group_assistant & ~self.group_per_subject).astype(float)
+        reports: list[ChangeReport] = []
+        rows: list[tuple[int, int, int, int]] = []  # (question, second, group, report index)
+        for c in real.tolist():
+            q, t0 = int(answers.change_q[c]), int(answers.change_t[c])
+            times = t0 + offsets.astype(np.int64)
+            times = times[times < self.horizon]
+            weights = self.kind_group_weights[self.q_kind[q]] * pooled
+            if not times.size or weights.sum() <= 0:
+                continue
+            if told.venues == "one":
+                chosen = np.full(times.size, rng.choice(len(groups), p=weights / weights.sum()))
+            else:  # weighted draw without replacement, repeating the order once every group has told
+                order = rng.choice(len(groups), size=int((weights > 0).sum()), replace=False,
+                                   p=weights / weights.sum())
+                chosen = order[np.arange(times.size) % order.size]
+            reports.append(ChangeReport(question=self.q_ids[q], day=t0 / SECONDS_PER_DAY,
+                                        option=cfg.kinds[int(self.q_kind[q])].options[int(answers.change_value[c])],
+                                        sources=[], messages=[], days=(times / SECONDS_PER_DAY).tolist()))
+            rows += [(q, int(t), int(g), len(reports) - 1) for t, g in zip(times.tolist(), chosen.tolist())]
+        if not rows:
+            return [], [], reports, None
+        q, t, g, r = (np.array(col, dtype=np.int64) for col in zip(*rows))
+        n = q.size
+        parent = np.array([self.node_logit["/".join(groups[j].layers)] for j in g.tolist()])
+        sigma = np.array([_sigma(cfg.sources.sigma_by_depth, len(groups[j].layers) + 1) for j in g.tolist()])
+        alpha = sigmoid(parent + sigma * rng.standard_normal(n))
+        u = rng.beta(*cfg.reading.unclear.low, size=n)
+        o = rng.beta(*cfg.reading.one_off.low, size=n)
+        reader = categorical(rng, np.array([[x.share for x in cfg.readers]]), np.zeros(n, dtype=np.int64))
+        read = self.read(rng, q, t, alpha, u, o, reader)
+        records: list[dict] = []
+        paths, messages = [], []
+        for i in range(n):
+            group, kind = groups[int(g[i])], cfg.kinds[int(self.q_kind[q[i]])]
+            report_index = int(r[i])
+            source_id = f"{group_prefix(group)}-told-{report_index:05d}-{len(reports[report_index].sources)}"
+            message_id = f"{source_id}.m"
+            options = kind.options
+            stated = options[int(read["stated"][i])]
+            first = self.first[int(self.q_person[q[i]])]
+            body = kind.lasting.format(name=first, option=kind.phrases.get(stated, stated))
+            records += [{"type": "source", "id": source_id, "layers": list(group.layers)},
+                        {"type": "message", "id": message_id, "source": source_id, "sent_at": world.iso(t[i] / SECONDS_PER_DAY),
+                         "text": f"News: {body}. ({source_id} told me)"},
+                        {"type": "reading", "message": message_id, "question": self.q_ids[int(q[i])],
+                         "reader": cfg.readers[int(reader[i])].name, "reader_version": cfg.readers[int(reader[i])].version,
+                         "probs": dict(zip(options, read["probs"][i, :len(options)].tolist())),
+                         "unclear": float(read["unclear"][i]), "unrelated": float(read["unrelated"][i]),
+                         "one_off": float(o[i])}]
+            reports[report_index].sources.append(source_id)
+            reports[report_index].messages.append(message_id)
+            paths.append("/".join([*group.layers, source_id]))
+            messages.append(message_id)
+            counts = world.truth.node_messages
+            for d in range(1, len(group.layers) + 2):  # the reporter's message counts on every node above it
+                node = "/".join([*group.layers, source_id][:d])
+                counts[node] = counts.get(node, 0) + 1
+        truth_rows = {
+            "message": np.array(messages, dtype=object),
+            "question": np.array(self.q_ids, dtype=object)[q],
+            "source": np.array([p.rsplit("/", 1)[-1] for p in paths], dtype=object),
+            "path": np.array(paths, dtype=object),
+            "day": t / SECONDS_PER_DAY,
+            "role": np.full(n, "change_report", dtype=object),
+            "assistant": np.zeros(n, dtype=bool),
+            "n_options": self.q_k[q],
+            "reader": np.array([x.name for x in cfg.readers], dtype=object)[reader],
+            "answer": read["truth"],
+            "stated": read["stated"],
+            "noise": read["noise"],
+            "u": u,
+            "o": o,
+            "alpha": alpha,
+        }
+        return records, (t / SECONDS_PER_DAY).tolist(), reports, truth_rows
 
     def truth(self, *, world_ids: list[str], position: np.ndarray, all_src: np.ndarray, row_src: np.ndarray,
               row_msg: np.ndarray, role: np.ndarray, all_t: np.ndarray) -> WorldTruth:
         cfg = self.cfg
         questions = {
             qid: {"subject": self.person_ids[int(self.q_person[q])], "kind": self.kind_names[int(self.q_kind[q])],
-                  "options": list(cfg.kinds[int(self.q_kind[q])].options),
-                  "first_name": self.first[int(self.q_person[q])]}
+                  "options": list(self.question_options()[q]),
+                  "first_name": self.first[int(self.q_person[q])], **self.open_truth_fields(q)}
             for q, qid in enumerate(self.q_ids)
         }
         answers = self.answers
@@ -881,9 +1198,14 @@ class _Generator:
                          for i in np.flatnonzero(np.isfinite(self.compromised_from)).tolist()},
         )
 
-    def add_planted_truth(self, world: World, chunks: list[list[dict]], days: list[float]) -> None:
-        """Append the planted claims' readings to ``truth.readings`` and re-align it with the stream."""
+    def add_planted_truth(self, world: World, chunks: list[list[dict]], days: list[float],
+                          told: dict[str, np.ndarray] | None = None) -> None:
+        """Append the planted claims' readings (and the reported changes' rows ``told``) to
+        ``truth.readings`` and re-align it with the stream."""
         t = world.truth
+        if told is not None and len(told["message"]):
+            t.readings = ReadingTruth(**{name: np.concatenate([getattr(t.readings, name), told[name]])
+                                         for name in told})
         by_message = {c.messages[i]: c for c in t.campaigns for i in range(len(c.messages))}
         rows = [(chunk[1], day) for chunk, day in zip(chunks, days)]
         if rows:

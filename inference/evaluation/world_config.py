@@ -58,6 +58,13 @@ class KindConfig(_Strict):
     one_off: str = Field(description="a one-off statement; {name}, {option}")
     topic: str = Field(description="what the kind is about, for vague messages")
     phrases: dict[str, str] = Field(default_factory=dict, description="option → wording in messages")
+    # open kinds (values named as they come: addresses, employers); see world.py, "Open kinds"
+    open: bool = Field(default=False, description="an open (value) kind: `options` is a pool each question draws "
+                       "its own `slots` values from; its questions list a value when a message first names it")
+    slots: int = Field(default=6, ge=2, description="open kinds: the values one question's messages can name (the "
+                       "answers it takes over time, and the wrong ones)")
+    new_value_weight: float = Field(default=1.0, gt=0.0, description="open kinds: θ of the Chinese restaurant; a "
+                                    "change with n values taken so far lands on a new one with θ/(n+θ)")
 
 
 class PeopleConfig(_Strict):
@@ -140,6 +147,20 @@ class PlantedConfig(_Strict):
     window_hours: float = Field(gt=0.0)
 
 
+class ChangeReportsConfig(_Strict):
+    """Honest changes told by new sources: after a question's true answer changes, ``reporters``
+    sources nobody heard from before each send one message about it, ``spacing_days`` apart."""
+
+    share: float = Field(default=1.0, gt=0.0, le=1.0, description="share of the true changes that are reported")
+    kinds: list[str] | None = Field(default=None, description="kinds whose changes are reported (None: all)")
+    reporters: int = Field(default=3, ge=1, le=50, description="new sources per reported change, one message each")
+    delay_days: float = Field(default=0.5, ge=0.0, description="first report this long after the change")
+    spacing_days: float = Field(default=1.0, gt=0.0, description="days between one report and the next")
+    venues: Literal["distinct", "one"] = Field(
+        default="distinct", description="distinct: each reporter from another pooled group (as long as there "
+        "are groups that talk about the kind); one: every reporter of a change from one group")
+
+
 class SettlementsConfig(_Strict):
     rate_per_day: float = Field(ge=0.0)
     question_share: float = Field(ge=0.0, le=1.0)
@@ -165,6 +186,7 @@ class WorldConfig(_Strict):
     copies: CopiesConfig
     planted: PlantedConfig
     settlements: SettlementsConfig
+    change_reports: ChangeReportsConfig | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorldConfig":
@@ -198,6 +220,7 @@ class WorldConfig(_Strict):
             unknown = set(kind.phrases) - set(kind.options)
             if unknown:
                 problems.append(f"{where}.phrases: {sorted(unknown)} are not options of this kind")
+        problems += _open_kind_problems(self)
         lo_q, hi_q = self.people.questions_per_person
         if hi_q > len(self.kinds):
             problems.append(
@@ -266,6 +289,14 @@ class WorldConfig(_Strict):
             if group.compromised is not None and group.compromised.day >= self.days:
                 problems.append(f"sources.groups[{i}].compromised.day: {group.compromised.day} is past the run's "
                                 f"end (days = {self.days})")
+        if self.change_reports is not None and self.change_reports.kinds is not None:
+            unknown = set(self.change_reports.kinds) - set(names)
+            if unknown:
+                problems.append(f"change_reports.kinds: unknown kinds {sorted(unknown)}; known: {names}")
+        if self.change_reports is not None and not any(
+                g.leaves != "per_subject" for g in evidence_groups):
+            problems.append("change_reports: reporters are new sources of a pooled group; give one non-assistant "
+                            "group with share > 0 and a number of leaves")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -319,6 +350,32 @@ class WorldConfig(_Strict):
     def with_overrides(self, **changes: Any) -> "WorldConfig":
         """A copy with top-level fields replaced (nested dicts are merged), validated again."""
         return type(self).from_dict(_deep_merge(self.model_dump(mode="json"), changes))
+
+
+def _open_kind_problems(config: "WorldConfig") -> list[str]:
+    """What an open kind's fields must satisfy (kept apart from the closed kinds' checks)."""
+    problems: list[str] = []
+    open_kinds = []
+    for i, kind in enumerate(config.kinds):
+        if not kind.open:
+            continue
+        open_kinds.append(kind.name)
+        where = f"kinds[{i}] ({kind.name})"
+        if kind.shape != "choice":
+            problems.append(f"{where}.shape: an open kind has shape 'choice' (its answers are values)")
+        if kind.prior is not None:
+            problems.append(f"{where}.prior: an open kind has no base rates per option (a change lands on a new "
+                            "value with new_value_weight); remove prior")
+        if len(kind.options) < kind.slots:
+            problems.append(f"{where}.options: the pool has {len(kind.options)} values for {kind.slots} slots per "
+                            "question; give at least as many values as slots")
+        if "unlisted" in kind.options:
+            problems.append(f"{where}.options: 'unlisted' is reserved on open questions (every value not listed yet)")
+    told = getattr(config, "change_reports", None)
+    if open_kinds and told is not None and (told.kinds is None or set(told.kinds) & set(open_kinds)):
+        problems.append(f"change_reports.kinds: reported changes of open kinds ({open_kinds}) are not generated; "
+                        "list the closed kinds whose changes are reported")
+    return problems
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,9 @@ class ReadingTruth:
 
     ``role``: ``main`` (the message's own question), ``cross`` (a reading of the message
     against another question of the same subject, mostly unrelated), ``copy`` (a copy's
-    reading, identical to its original's), ``planted`` (a planted false claim).
+    reading, identical to its original's), ``planted`` (a planted false claim). On an open
+    question ``answer`` and ``stated`` index its values (``questions[q]["options"]``, its slots) and
+    ``n_options`` counts them; its reading record names the values listed then (world.py).
     """
 
     message: np.ndarray  # (R,) object message id
@@ -88,6 +90,12 @@ class WorldTruth:
     favourite: dict[str, dict[str, str]] = field(default_factory=dict)
     #: source id → (world day, α from then on), for compromised sources
     compromised: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: open questions (an open kind's): question → ``[(world day, value), …]`` in the order listed; the
+    #: first value comes with the question (day ``-inf``), the others with the message or settlement
+    #: that first named them. ``questions[q]["options"]`` holds all of the question's values (its slots)
+    open_values: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    #: open kind → θ: a change with ``n`` values taken lands on a new one with ``θ/(n+θ)``
+    new_value_weight: dict[str, float] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ time
     def day_of(self, moment: float | str | datetime | date) -> float:
@@ -120,6 +128,14 @@ class WorldTruth:
     def answers_at(self, day: float | str | datetime, question_ids: list[str] | None = None) -> dict[str, str]:
         ids = list(self.questions) if question_ids is None else question_ids
         return {q: self.answer_at(q, day) for q in ids}
+
+    def listed_at(self, question_id: str, day: float | str | datetime) -> list[str]:
+        """The values an open question lists at a time (after the records of that instant); a closed
+        question's options."""
+        if question_id not in self.open_values:
+            return list(self.questions[question_id]["options"])
+        at = self.day_of(day)
+        return [value for listed, value in self.open_values[question_id] if listed <= at]
 
     def timeline(self, question_id: str) -> list[tuple[float, str]]:
         """``[(day, option), …]``: the answer from day 0 and at every change event that changed it."""

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from doxa.inference.read.params import (confusion_for_source, default_params, kind_change_rate, kind_prior,
-                                        reader_temperature, trust_for_source, with_defaults)
+from doxa.inference.read.params import (DEFAULT_NEW_VALUE_WEIGHT, confusion_for_source, default_params,
+                                        kind_change_rate, kind_prior, new_value_weight, reader_temperature,
+                                        trust_for_source, with_defaults)
 from doxa.model.likelihood import Derived
 from doxa.model.logistic import logit, sigmoid
 from doxa.model.structure import ModelStructure
@@ -38,6 +39,7 @@ def document_from_draws(structure: ModelStructure, draws: dict[str, np.ndarray],
         priors={k: d[f"prior_{k}"].mean(0) for k in s.group_ks},
         rate=np.exp(np.log(d["rate"]).mean(0)),
         temperature=np.exp(np.log(d["temperature"]).mean(0)),
+        new_value_weight=np.exp(np.log(d["new_value_weight"]).mean(0)) if "new_value_weight" in d else None,
     )
     t_lo, t_hi = np.quantile(trust, [lo_q, hi_q], axis=0)
     for i, path in enumerate(s.tree.paths.tolist()):
@@ -45,6 +47,10 @@ def document_from_draws(structure: ModelStructure, draws: dict[str, np.ndarray],
     r_lo, r_hi = np.quantile(d["rate"], [lo_q, hi_q], axis=0)
     for i, kind in enumerate(s.kinds.tolist()):
         doc["kinds"][kind]["change_rate_interval"] = [float(r_lo[i]), float(r_hi[i])]
+    if "new_value_weight" in d:  # θ of the kinds with open questions: geometric mean, like λ
+        th_lo, th_hi = np.quantile(d["new_value_weight"], [lo_q, hi_q], axis=0)
+        for i in np.flatnonzero(s.open_kinds).tolist():
+            doc["kinds"][str(s.kinds[i])]["new_value_weight_interval"] = [float(th_lo[i]), float(th_hi[i])]
     tau_lo, tau_hi = np.quantile(d["temperature"], [lo_q, hi_q], axis=0)
     for i, reader in enumerate(s.readers.tolist()):
         doc["readers"][reader].update(lo=float(tau_lo[i]), hi=float(tau_hi[i]))
@@ -56,8 +62,8 @@ def document_from_draws(structure: ModelStructure, draws: dict[str, np.ndarray],
 
 
 def document_from_values(structure: ModelStructure, *, trust: np.ndarray, confusion: dict[int, np.ndarray],
-                         priors: dict[int, np.ndarray], rate: np.ndarray, temperature: np.ndarray
-                         ) -> dict[str, Any]:
+                         priors: dict[int, np.ndarray], rate: np.ndarray, temperature: np.ndarray,
+                         new_value_weight: np.ndarray | None = None) -> dict[str, Any]:
     """A parameter document from one value per parameter (posterior means, or a test's point)."""
     s = structure
     doc = default_params()
@@ -73,15 +79,21 @@ def document_from_values(structure: ModelStructure, *, trust: np.ndarray, confus
             conf_doc.setdefault(str(s.tree.paths[node]), {})[str(s.kinds[kind])] = np.asarray(table[i]).tolist()
     doc["confusion"] = conf_doc
     doc["kinds"] = {}
+    closed_kinds = np.zeros(s.n_kinds, dtype=bool)
+    closed_kinds[s.question_kind[~s.question_open]] = True
     for i, kind in enumerate(s.kinds.tolist()):
         k = int(s.kind_k[i])
         lam = float(rate[i])
+        closed = bool(closed_kinds[i])  # a kind of open questions only has no option list of its own
         doc["kinds"][kind] = {
-            "options": list(s.kind_options[i]),
-            "prior": np.asarray(priors[k][s.kind_slot[i]], dtype=np.float64).tolist(),
+            "options": list(s.kind_options[i]) if closed else [],
+            "prior": np.asarray(priors[k][s.kind_slot[i]], dtype=np.float64).tolist() if closed else [],
             "change_rate": lam,
             "half_life_days": math.log(2.0) / lam if lam > 0 else float("inf"),
         }
+    for i in np.flatnonzero(s.open_kinds).tolist():
+        doc["kinds"][str(s.kinds[i])]["new_value_weight"] = float(
+            DEFAULT_NEW_VALUE_WEIGHT if new_value_weight is None else new_value_weight[i])
     doc["readers"] = {reader: {"temperature": float(temperature[i])} for i, reader in enumerate(s.readers.tolist())}
     return doc
 
@@ -117,5 +129,8 @@ def derived_from_document(structure: ModelStructure, doc: dict[str, Any], dtype=
         prior_table[k] = torch.as_tensor(np.vstack(rows + [np.full(k, 1.0 / k)]), dtype=dtype)
     rate = torch.as_tensor([kind_change_rate(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
     tau = torch.as_tensor([reader_temperature(doc, str(r)) for r in s.readers.tolist()] or [1.0], dtype=dtype)
+    theta = (torch.as_tensor([new_value_weight(doc, str(kind)) for kind in s.kinds.tolist()], dtype=dtype)
+             if s.question_open.any() else None)
     return Derived(trust_logit=torch.as_tensor(logit(alpha), dtype=dtype),
-                   confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau)
+                   confusion=confusion, prior_table=prior_table, rate=rate, inv_temperature=1.0 / tau,
+                   new_value_weight=theta)

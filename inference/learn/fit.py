@@ -329,6 +329,8 @@ class BeliefFit:
                     "rate_scale": latents["rate_scale"].numpy(),
                     "base_rate_concentration": latents["base_rate_concentration"].numpy(),
                 }
+                if derived.new_value_weight is not None:
+                    record["new_value_weight"] = derived.new_value_weight.numpy()
                 for k, table in derived.prior_table.items():
                     record[f"prior_{k}"] = table[:-1].numpy()
                 for k, table in derived.confusion.items():

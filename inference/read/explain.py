@@ -20,6 +20,7 @@ import math
 from datetime import datetime
 
 from doxa.data.errors import StoreError
+from doxa.data.evidence import UNLISTED
 from doxa.data.store import Store
 from doxa.data.times import to_days
 
@@ -39,7 +40,8 @@ def explanation(store: Store, question_id: str, at: datetime, act_at: float) -> 
     if not found:
         raise StoreError(f"question {question_id!r} is not active (merged or split)")
     belief = found[0]
-    options = list(question["options"])
+    listed = list(question["options"])
+    options = list(evidence.questions.options[0])  # an open question's states end with "unlisted"
     k = len(options)
     top_j = options.index(belief.top) if belief.top in options else 0
     rate = float(inputs.rate[0])
@@ -53,7 +55,10 @@ def explanation(store: Store, question_id: str, at: datetime, act_at: float) -> 
     terms = []
     for item in store.evidence_for_explain(question_id, at):
         row = counted.get(item["message"]) if item["ignored"] is None else None
-        reader_probs = {o: float(p) for o, p in zip(options, item["probs"])}
+        # what the reader gave: the values it named (NaN: one it left out) and, on an open question, unlisted
+        reader_probs = {o: float(p) for o, p in zip(listed, item["probs"]) if p is not None and not math.isnan(p)}
+        if bool(evidence.questions.is_open[0]):
+            reader_probs[UNLISTED] = float(item["unlisted"])
         if row is not None and evidence.reader[row] != item["reader"]:
             row = None
             item["ignored"] = "another reader's reading of the same message counts instead"

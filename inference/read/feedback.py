@@ -1,4 +1,5 @@
-"""Feedback that becomes settled fact: the write verbs correct, approve, outcome, reject and instruct.
+"""Feedback that becomes settled fact: the write verbs correct, approve, outcome, reject and instruct
+(and add_option, open_question: the values an open question lists).
 
 An agent learns what is true from three kinds of settlement (docs/design.md §4): the user
 *corrected* it, the user *approved* what it proposed, or the world showed it (an
@@ -21,6 +22,10 @@ it was computed with (``p_before``, ``params_version``; corrections and outcomes
 them too). That number is a record of what was shown, never read back as a belief:
 beliefs are computed on read.
 
+A settlement naming a value that an open question does not list yet adds it, in the same
+transaction (docs/formats.md); :func:`add_option` adds one outright and :func:`open_question`
+opens a closed question, each an organizer operation that ``doxa undo`` reverses.
+
 Which beliefs are worth asking about (the read-side ranking that these verbs then settle) is
 :mod:`doxa.inference.read.uncertain`.
 """
@@ -33,6 +38,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from doxa.data.errors import IngestError, StoreError
+from doxa.data.models import UNLISTED
 from doxa.data.times import utc_now
 
 if TYPE_CHECKING:
@@ -133,6 +139,9 @@ def settle(memory: "Memory", verb: str, question: str, answer: str | None, *,
     if answer is None:  # approve what was proposed: the top answer at that moment
         if before.top is None:
             raise FeedbackError(f"nothing to approve for {question!r}: every answer is rejected; name the answer")
+        if before.top == UNLISTED:
+            raise FeedbackError(f"the top answer of {question!r} is {UNLISTED!r}, a value not named yet: name the "
+                                "value to approve (it is added to the question's options)")
         answer = before.top
     stored = memory.store.settlements([question])
     if given_at is not None:  # the same time and answer: the same record (or an edit, which ingest refuses)
@@ -206,4 +215,71 @@ def instruct(memory: "Memory", subject: str | None, text: str, *, at: datetime |
                     message=f"recorded: {record['id']}" + (f" about {subject}" if subject else ""))
 
 
-__all__ = ["Feedback", "FeedbackError", "settle", "reject", "instruct", "instruction_id", "SETTLING"]
+@dataclass
+class OptionChange:
+    """What add_option or open_question recorded (or found already so), with the question's options after."""
+
+    verb: str
+    recorded: bool  # false: nothing new (the value was listed, the question already open)
+    op: str | None  # the organizer operation written (`doxa undo OP` reverses it); None when nothing was
+    record: dict[str, Any]
+    options: list[str]
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _question_row(memory: "Memory", question: str) -> tuple | None:
+    with memory.store.reading():
+        return memory.store.execute("SELECT options, is_open, status FROM questions WHERE id = ?",
+                                    [question]).fetchone()
+
+
+def _value_op(memory: "Memory", verb: str, record: dict[str, Any], base_id: str, nothing_new: str | None,
+              done: str) -> OptionChange:
+    """Write one option_added or question_opened ``record`` under the first free operation id from
+    ``base_id`` (``nothing_new``: why nothing is to be written, then nothing is)."""
+    from doxa.data.question_ops import free_op_id
+
+    question = record["question"]
+    if nothing_new is None:
+        with memory.store.reading():
+            record["id"] = free_op_id(memory.store.con, base_id)
+        _write(memory, record)
+    row = _question_row(memory, question)
+    options = list(row[0]) if row is not None else []
+    if nothing_new is not None:
+        return OptionChange(verb, False, None, record, options, nothing_new)
+    return OptionChange(verb, True, record["id"], record, options, f"{done} (`doxa undo {record['id']}` reverses it)")
+
+
+def add_option(memory: "Memory", question: str, value: str, *, at: datetime | str | None = None,
+               by: str = "user") -> OptionChange:
+    """Add ``value`` to the open question ``question``'s options (an ``option_added`` record)."""
+    moment = moment_of(at)
+    record: dict[str, Any] = {"type": "option_added", "question": question, "option": value, "by": by}
+    if moment is not None:
+        record["at"] = moment.isoformat()
+    row = _question_row(memory, question)
+    listed = row is not None and row[2] == "active" and value in list(row[0])
+    return _value_op(memory, "add_option", record, f"option:{question}:{value}",
+                     f"already an option of {question}: {value!r}" if listed else None,
+                     f"added {value!r} to {question}")
+
+
+def open_question(memory: "Memory", question: str, *, at: datetime | str | None = None,
+                  by: str = "user") -> OptionChange:
+    """Open the closed question ``question``: from now on values may be added (a ``question_opened`` record)."""
+    moment = moment_of(at)
+    record: dict[str, Any] = {"type": "question_opened", "question": question, "by": by}
+    if moment is not None:
+        record["at"] = moment.isoformat()
+    row = _question_row(memory, question)
+    already = row is not None and row[2] == "active" and bool(row[1])
+    return _value_op(memory, "open", record, f"open:{question}", f"{question} is already open" if already else None,
+                     f"opened {question}: values may be added to its options")
+
+
+__all__ = ["Feedback", "FeedbackError", "OptionChange", "settle", "reject", "instruct", "instruction_id", "add_option",
+           "open_question", "SETTLING"]

@@ -37,6 +37,7 @@ from . import tiers
 
 if TYPE_CHECKING:
     from . import feedback, uncertain
+    from .history import History
 
 
 class Memory:
@@ -200,6 +201,21 @@ class Memory:
         with self.store.reading():
             return explanation(self.store, question_id, at, self.act_at)
 
+    # ---------------------------------------------------------------- history
+    def history(self, question_id: str, start: "datetime | str | None" = None, end: "datetime | str | None" = None,
+                *, act_at: float | None = None) -> "History":
+        """The top answer and its probability after each change of the question's evidence from ``start``
+        to ``end`` (default: from the first event to now), and where the top answer changed
+        (:mod:`doxa.inference.read.history`). Nothing is logged: it is no read to act on."""
+        from .history import history  # as _feedback: imported by the one verb that needs it
+
+        start_at = as_moment(start)
+        end_at = _read_time(end)
+        if start_at is not None and start_at > end_at:
+            raise StoreError(f"the window starts ({start_at:%Y-%m-%d %H:%M}) after it ends ({end_at:%Y-%m-%d %H:%M}): "
+                             "give --from before --to")
+        return history(self.store, question_id, start=start_at, end=end_at, act_at=self._act_at(act_at))
+
     # ---------------------------------------------------------------- feedback (settled facts)
     # Each verb writes one docs/formats.md record through :meth:`ingest` and is idempotent; see
     # doxa.inference.read.feedback for what is recorded and how a repeat is recognised.
@@ -232,6 +248,18 @@ class Memory:
         """A directive from the user (never a belief, never evidence); ``rests_on``:
         ``{"question": ..., "answer": ...}``, the belief it presumes."""
         return _feedback().instruct(self, subject, text, at=at, by=by, rests_on=rests_on)
+
+    def add_option(self, question: str, value: str, *, by: str = "user",
+                   at: datetime | str | None = None) -> feedback.OptionChange:
+        """Add ``value`` to the open question ``question``'s options (an ``option_added``; `doxa undo`
+        reverses it while nothing stored names the value). A value already listed is nothing new."""
+        return _feedback().add_option(self, question, value, at=at, by=by)
+
+    def open_question(self, question: str, *, by: str = "user",
+                      at: datetime | str | None = None) -> feedback.OptionChange:
+        """Open the closed choice question ``question``: values may be added to its options from now on
+        (a ``question_opened``; `doxa undo` reverses it)."""
+        return _feedback().open_question(self, question, at=at, by=by)
 
     def uncertain(self, subject: str | None = None, at: datetime | None = None, *, act_at: float | None = None,
                   limit: int | None = None) -> list[uncertain.Uncertain]:

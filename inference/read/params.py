@@ -196,6 +196,26 @@ def kind_prior(params: "ParamsDocument | dict[str, Any]", kind: str, options: li
     return [1.0 / len(options)] * len(options)
 
 
+#: θ before a fit: a question with ``n`` named values holds back ``θ/(n+θ)`` for a value not yet named.
+DEFAULT_NEW_VALUE_WEIGHT = 1.0
+
+
+def new_value_weight(params: "ParamsDocument | dict[str, Any]", kind: str) -> float:
+    """θ of the kind's open questions (docs/design.md §2): fitted, else :data:`DEFAULT_NEW_VALUE_WEIGHT`."""
+    entry = typed(params).kinds.get(kind)
+    if entry is not None and entry.new_value_weight is not None:
+        return float(entry.new_value_weight)
+    return DEFAULT_NEW_VALUE_WEIGHT
+
+
+def open_prior(params: "ParamsDocument | dict[str, Any]", kind: str, n_named: int) -> list[float]:
+    """Base rates of an open question with ``n_named`` values listed, then ``unlisted``: the
+    Chinese-restaurant predictive with each named value counted once,
+    ``π_v = 1/(n+θ)``, ``π_unlisted = θ/(n+θ)``."""
+    theta = new_value_weight(params, kind)
+    return [1.0 / (n_named + theta)] * n_named + [theta / (n_named + theta)]
+
+
 def kind_change_rate(params: "ParamsDocument | dict[str, Any]", kind: str) -> float:
     """``λ_k`` in changes per day."""
     doc = typed(params)

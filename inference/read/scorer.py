@@ -43,10 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from doxa.data.evidence import Evidence
+from doxa.data.evidence import Evidence, named_states
 from doxa.model.independence import independent_share
 
-from .params import confusion_for_source, kind_change_rate, kind_prior, reader_temperature, trust_for_source, typed
+from .params import (confusion_for_source, kind_change_rate, kind_prior, open_prior, reader_temperature,
+                     trust_for_source, typed)
 
 if TYPE_CHECKING:
     from doxa.data.params_document import Calibration, ParamsDocument
@@ -105,7 +106,8 @@ def question_priors(evidence: Evidence, params: "ParamsDocument | dict[str, Any]
     group_rate = np.zeros(len(first))
     for g, i in enumerate(first.tolist()):
         k = int(qt.n_options[i])
-        group_prior[g, :k] = kind_prior(params, str(qt.kinds[i]), qt.options[i])
+        group_prior[g, :k] = (open_prior(params, str(qt.kinds[i]), k - 1) if qt.is_open[i]
+                              else kind_prior(params, str(qt.kinds[i]), qt.options[i]))
         group_rate[g] = kind_change_rate(params, str(qt.kinds[i]))
     return np.take(group_prior, group, axis=0), np.take(group_rate, group)
 
@@ -126,10 +128,13 @@ def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any
     params = typed(params)
     k = evidence.questions.n_options[evidence.q]
     mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
+    # the states the reading's own probabilities cover: an open question's unnamed values copy its
+    # ``unlisted`` column and are not counted twice in its total (they end up equal to r̃_unlisted)
+    named = mask if evidence.unnamed is None else named_states(evidence)
     tau = np.array([reader_temperature(params, str(r)) for r in evidence.readers.tolist()])
     inv_tau = (1.0 / tau[evidence.reader_index])[:, None] if len(tau) else np.ones((0, 1))
     r = np.where(mask, evidence.probs, 0.0)
-    total = r.sum(axis=1, keepdims=True)
+    total = np.where(named, r, 0.0).sum(axis=1, keepdims=True)
     uniform = mask / k[:, None]
     r = np.where(total > 0, r / np.where(total > 0, total, 1.0), uniform)
     if np.all(tau == 1.0):  # untempered readers (the default): skip log/exp over every reading
@@ -140,7 +145,8 @@ def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any
     peak = logr.max(axis=1, keepdims=True)
     w = np.exp(logr - np.where(np.isfinite(peak), peak, 0.0))
     w = np.where(mask, w, 0.0)
-    return w / w.sum(axis=1, keepdims=True)
+    total = np.where(named, w, 0.0).sum(axis=1, keepdims=True)
+    return w / np.where(total > 0, total, 1.0)
 
 
 def model_inputs(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> ModelInputs:
@@ -175,7 +181,10 @@ def _apply_confusion(evidence: Evidence, params: "ParamsDocument", tempered, bra
     pairs = np.unique(np.stack([evidence.source_index.astype(str), kinds.astype(str)], axis=1), axis=0)
     for s_str, kind in pairs:
         s = int(s_str)
-        rows = (evidence.source_index == s) & (kinds == kind)
+        # an open question's states are its own values: no kind-wide matrix describes them
+        rows = (evidence.source_index == s) & (kinds == kind) & ~qt.is_open[evidence.q]
+        if not rows.any():
+            continue
         k = int(qt.n_options[evidence.q[rows][0]])
         matrix, _node = confusion_for_source(params, str(evidence.sources.paths[s]), kind, k)
         if matrix is None:

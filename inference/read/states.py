@@ -216,7 +216,7 @@ def cache_entries(inputs: ReadInputs, at: datetime, all_rejections: dict[str, np
             "format": 1,
             "table": {name: [np.asarray(getattr(qt, name), dtype=object)[i]] for name in _QUESTION_FIELDS}
                         | {"options": [list(qt.options[i])], "n_options": [k], "option_group": [0],
-                           "id_hash": [int(qt.id_hash[i])]},
+                           "id_hash": [int(qt.id_hash[i])], "is_open": [bool(qt.is_open[i])]},
             "state": [inputs.state[i, :k].tolist()], "last_t": [float(inputs.last_t[i])],
             "n_evidence": [int(inputs.n_evidence[i])], "n_settled": [int(inputs.n_settled[i])],
             "prior": [inputs.prior[i, :k].tolist()], "rate": [float(inputs.rate[i])],
@@ -241,7 +241,8 @@ def inputs_from_entry(entry: dict[str, Any]) -> ReadInputs:
         kinds=np.asarray(q["kinds"], dtype=object), texts=np.asarray(q["texts"], dtype=object),
         shapes=np.asarray(q["shapes"], dtype=object), options=[list(o) for o in q["options"]],
         n_options=np.asarray(q["n_options"], dtype=np.int64), options_key=np.asarray(q["options_key"], dtype=object),
-        option_group=np.asarray(q["option_group"], dtype=np.int64), id_hash=np.asarray(q["id_hash"], dtype=np.uint64))
+        option_group=np.asarray(q["option_group"], dtype=np.int64), id_hash=np.asarray(q["id_hash"], dtype=np.uint64),
+        is_open=np.asarray(q.get("is_open", [False]), dtype=bool))  # an entry kept before open questions: closed
     r = entry["rejections"]
     inputs = ReadInputs(
         questions=questions, state=np.asarray(entry["state"], dtype=np.float64),

@@ -1,0 +1,334 @@
+"""Honest changes told by new sources, against campaigns: does doxa follow one and resist the other?
+
+Part 1, honest changes. A generated world (``--world``, the ``quick`` preset by default) with
+the ``change_reports`` knob (docs/world.md): every true change of a slowly changing kind
+(true half-life ≥ ``--min-half-life`` days: homes, employers, partners) is told by
+``--reporters`` sources nobody heard from before, one message each, a day apart
+(``--venues distinct``: each from another source group; ``one``: all from one). For each
+reported change whose old value every system held on top just before it, the question's
+messages after the change are added one at a time (its settlements after the change left
+out, so only messages move it) and the count is the first ``n`` at which the top answer
+is the new value (``>cap`` when it is not by ``--cap`` messages, or before the answer
+changes again). Systems:
+
+- ``oracle``: the scorer with the world's true parameters (:meth:`World.oracle_params`);
+- ``exact``: the same without any independence discount (every reading ``c = 1``): the
+  exact posterior of the world's story, in which the reporters are independent;
+- ``oracle, one key``: the oracle under the discount's earlier key ``(question, answer)``
+  (every source in one layer, :func:`doxa.model.independence.source_layers` read as one
+  number), for comparison with the rule before the honest-change fix;
+- ``doxa-learned``: the scorer with parameters fitted on the whole world by the nightly
+  job (``--train-steps`` steps), the reporters' own fitted entries left out (new when they
+  report, they are read at their layer's trust, as the oracle reads them);
+  ``doxa-learned, one key``: fitted and read under the earlier key (doxa before the fix);
+  ``doxa-equal``: every source at the default trust.
+
+The in-stream campaigns of part 2 are read at the cut just after their last claim, and
+doxa-learned's fitted entries of their accounts are left out likewise (new when they post).
+
+Printed: per system the share of the scored changes followed within the cap and on the
+reports alone, the median and mean messages to follow, and their ratios to the oracle's
+(median and mean) and to the exact posterior's (mean).
+
+Part 2, campaigns (``--campaign-world``, the ``campaign`` preset at the size of ``quick``
+by default): the planted-claim attack of ``doxa bench`` on the oracle's and
+doxa-learned's confident beliefs (claims to flip: new sources, one source repeating,
+new sources in the trusted layer), and the in-stream campaigns (fresh accounts of one
+trusted layer, a burst of about six claims in a day): the share whose wrong value is on
+top just after the burst, for each system.
+
+    python bench/honest_change.py --seed 0 --out /tmp/honest_change [--reporters 3] [--venues distinct]
+
+Writes ``results.json`` under ``--out``. Figures: docs/measurements/2026-12-honest-change.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from doxa.data.evidence import Evidence, QuestionTable
+from doxa.data.store import Store
+from doxa.inference.evaluation import baselines
+from doxa.inference.evaluation.planted import copy_rows
+from doxa.inference.evaluation.world import World, generate_world
+from doxa.inference.evaluation.world_config import WorldConfig
+from doxa.inference.read import scorer
+from doxa.model import independence
+
+
+# ---------------------------------------------------------------------------- the discount's variants
+@contextlib.contextmanager
+def discount(rule: str) -> Iterator[None]:
+    """``model``: the model's rule; ``one key``: every source in one layer (the key before the
+    honest-change fix); ``none``: every reading counts in full (the world's own story)."""
+    saved_layers, saved_share = independence.source_layers, scorer.independent_share
+    try:
+        if rule == "one key":
+            independence.source_layers = lambda paths: np.zeros(len(paths), dtype=np.int64)
+        elif rule == "none":
+            scorer.independent_share = lambda evidence, *a, **k: np.ones(evidence.n_readings)
+        elif rule != "model":
+            raise ValueError(rule)
+        yield
+    finally:
+        independence.source_layers, scorer.independent_share = saved_layers, saved_share
+
+
+class Scored:
+    """A system for this bench: a name, a params document, and the discount rule it reads under."""
+
+    def __init__(self, name: str, params: dict[str, Any], rule: str = "model", ignore_stated_trust: bool = False):
+        self.name, self.rule = name, rule
+        self.system = baselines.DoxaScorer(name, params, ignore_stated_trust=ignore_stated_trust)
+
+    def predict(self, evidence: Evidence, at: float) -> np.ndarray:
+        with discount(self.rule):
+            return self.system.predict(evidence, at)
+
+
+# ---------------------------------------------------------------------------- evidence of pseudo-questions
+def cut_questions(evidence: Evidence, base_q: np.ndarray, cut: np.ndarray, settle_cut: np.ndarray) -> Evidence:
+    """Pseudo-question ``p``: question ``base_q[p]`` with its readings at or before ``cut[p]`` and its
+    settlements and rejections at or before ``settle_cut[p]`` (days). Sources keep their whole
+    history (one table for every pseudo-question), as the planted-claim attack does."""
+    qt = evidence.questions
+    starts = np.searchsorted(evidence.q, base_q, side="left")
+    ends = np.searchsorted(evidence.q, base_q, side="right")
+    # readings are sorted by (question, time), so each cut is a prefix of its question's rows:
+    # one search on the key question·10⁶ + day (days since 1970 stay far below 10⁶)
+    key = evidence.q * 1e6 + evidence.t
+    n_keep = np.minimum(np.searchsorted(key, base_q * 1e6 + np.minimum(cut, 9e5), side="right"), ends) - starts
+    pseudo = np.repeat(np.arange(len(base_q)), n_keep)
+    rows = np.repeat(starts, n_keep) + (np.arange(len(pseudo)) - np.repeat(np.cumsum(n_keep) - n_keep, n_keep))
+
+    def settled(row_q: np.ndarray, row_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r, p = copy_rows(row_q, base_q)
+        keep = row_t[r] <= settle_cut[p]
+        return r[keep].astype(np.int64), p[keep].astype(np.int64)
+
+    s_rows, s_pseudo = settled(evidence.settle_q, evidence.settle_t)
+    r_rows, r_pseudo = settled(evidence.reject_q, evidence.reject_t)
+    questions = QuestionTable(
+        ids=np.array([f"{qt.ids[b]}#{i}" for i, b in enumerate(base_q.tolist())], dtype=object),
+        subjects=qt.subjects[base_q], kinds=qt.kinds[base_q], texts=qt.texts[base_q], shapes=qt.shapes[base_q],
+        options=[qt.options[b] for b in base_q.tolist()], n_options=qt.n_options[base_q],
+        options_key=qt.options_key[base_q], is_open=qt.is_open[base_q])
+    return Evidence(
+        questions=questions, q=pseudo.astype(np.int64), t=evidence.t[rows], source_index=evidence.source_index[rows],
+        reader_index=evidence.reader_index[rows], probs=evidence.probs[rows][:, :questions.k_max],
+        unclear=evidence.unclear[rows], unrelated=evidence.unrelated[rows], one_off=evidence.one_off[rows],
+        settle_q=s_pseudo, settle_t=evidence.settle_t[s_rows], settle_answer=evidence.settle_answer[s_rows],
+        settle_how=evidence.settle_how[s_rows], reject_q=r_pseudo, reject_t=evidence.reject_t[r_rows],
+        reject_answer=evidence.reject_answer[r_rows], sources=evidence.sources, readers=evidence.readers,
+        at=float(cut.max()) if len(cut) else evidence.at)
+
+
+# ---------------------------------------------------------------------------- part 1
+def honest_world(args) -> World:
+    base = WorldConfig.preset(args.world)
+    slow = [k.name for k in base.kinds
+            if k.half_life_days is not None and k.half_life_days >= args.min_half_life]
+    return generate_world(base.with_overrides(seed=args.seed, change_reports={
+        "reporters": args.reporters, "venues": args.venues, "kinds": slow,
+        "delay_days": 0.5, "spacing_days": 1.0}))
+
+
+def trained_params(store: Store, at_day: float, steps: int, seed: int, new_sources: set[str] = frozenset()
+                   ) -> dict[str, Any]:
+    """The nightly fit on the whole world; the fitted entries of ``new_sources`` left out.
+
+    A reporter is new when it reports: the nightly fit before its message never saw it, and
+    doxa reads it at its layer's trust. A fit on the whole world has seen its one message
+    and the settlements after it, and would read it with that hindsight.
+    """
+    from doxa.inference.evaluation.bench import BenchSettings, nightly_trainer
+
+    settings = BenchSettings(train_steps=steps, train_draws=40, train_folds=0, seed=seed)
+    doc = nightly_trainer(store, settings)(store.load_evidence(None), at_day)
+    doc["trust"] = {node: entry for node, entry in doc["trust"].items() if node.rsplit("/", 1)[-1] not in new_sources}
+    return doc
+
+
+def follow_counts(world: World, evidence: Evidence, systems: list, cap: int, reporters: int) -> dict[str, Any]:
+    """Messages after each reported change until each system's top answer is the new value."""
+    qt = evidence.questions
+    index = qt.index()
+    truth = world.truth
+    rows = []  # (question index, change day, next change day, option index, message times)
+    for report in world.change_reports:
+        q = index.get(report.question)
+        if q is None:
+            continue
+        change = world.epoch_day(report.day)
+        later = truth.change_times[report.question]
+        following = later[later > report.day + 1e-9]
+        next_change = world.epoch_day(float(following[0])) if len(following) else math.inf
+        a, b = np.searchsorted(evidence.q, [q, q + 1])
+        times = evidence.t[a:b]
+        after = times[(times > change) & (times < next_change)][:cap]
+        if not len(after):
+            continue
+        before = later[later < report.day - 1e-9]  # the value the change replaced
+        old = int(truth.change_values[report.question][len(before) - 1]) if len(before) else truth.initial[report.question]
+        rows.append((q, change, qt.options[q].index(report.option), after, old))
+    if not rows:
+        return {"changes": 0}
+    m = len(rows)
+    base_q = np.repeat([r[0] for r in rows], cap + 1)
+    change = np.repeat([r[1] for r in rows], cap + 1)
+    cut = np.full((m, cap + 1), np.inf)
+    cut[:, 0] = [r[1] for r in rows]
+    for i, r in enumerate(rows):
+        cut[i, 1:1 + len(r[3])] = r[3]
+    valid = np.isfinite(cut)
+    cut_days = np.where(valid, cut, change.reshape(m, cap + 1)).reshape(-1)
+    pseudo = cut_questions(evidence, base_q, cut_days, change)
+    new = np.array([r[2] for r in rows])
+    old = np.array([r[4] for r in rows])
+    # read at "latest": no decay after each pseudo-question's last event, so each is read at its own cut
+    tops = {system.name: np.argmax(system.predict(pseudo, math.inf), axis=1).reshape(m, cap + 1)
+            for system in systems}
+    # an established answer: every system held the old value on top just before the change
+    held = np.all([t[:, 0] == old for t in tops.values()], axis=0) & (old != new)
+    needed = {}
+    for name, top in tops.items():
+        followed = (top[:, 1:] == new[:, None]) & valid[:, 1:]
+        needed[name] = np.where(followed.any(axis=1), followed.argmax(axis=1) + 1, cap + 1)
+    # scored: changes the world's exact posterior follows within the messages there are (one it
+    # cannot follow, with the few messages before the answer changes again, says nothing of a system)
+    scored = held & (needed["exact"] <= cap)
+    out: dict[str, Any] = {"changes": int(len(rows)), "established": int(held.sum()), "scored": int(scored.sum()),
+                           "systems": {}}
+    for name, n_all in needed.items():
+        n = n_all[scored]
+        out["systems"][name] = {"followed": float(np.mean(n <= cap)), "median": float(np.median(n)),
+                                "mean": float(np.mean(n)),
+                                "on_reports": float(np.mean(n <= reporters)),
+                                "counts": n.tolist()}
+    return out
+
+
+# ---------------------------------------------------------------------------- part 2
+def campaign_part(args, learned_params_for: Callable[[Store, World], dict]) -> dict[str, Any]:
+    from doxa.inference.evaluation.planted import planted_resistance
+
+    quick = WorldConfig.preset("quick")
+    cfg = WorldConfig.preset(args.campaign_world).with_overrides(
+        seed=args.seed, days=quick.days, people=quick.people.model_dump(mode="json"),
+        settlements={"rate_per_day": quick.settlements.rate_per_day})
+    world = generate_world(cfg)
+    store = Store.memory()
+    store.ingest_records(world.records)
+    evidence = store.load_evidence(None)
+    with discount("one key"):
+        before = learned_params_for(store, world)
+    systems = [Scored("oracle", world.oracle_params()), Scored("oracle, one key", world.oracle_params(), "one key"),
+               Scored("doxa-learned", learned_params_for(store, world)),
+               Scored("doxa-learned, one key", before, "one key")]
+    at = world.epoch_day(world.end_day)
+    final = {s.name: s.predict(evidence, at) for s in systems}
+    qt = evidence.questions
+    truth = np.array([world.truth.answer_index_at(str(qid), world.end_day) for qid in qt.ids.tolist()])
+    evaluated = np.flatnonzero(np.bincount(evidence.q, minlength=len(qt.ids)) > 0)
+    resistance = planted_resistance(world, evidence, systems, final, evaluated, truth[evaluated], world.end_day,
+                                    cap=20, questions=args.planted_questions, seed=args.seed,
+                                    tick=lambda *a: None)
+    # in-stream campaigns: is the wrong value on top just after the burst?
+    index = qt.index()
+    camps = [c for c in world.truth.campaigns if c.question in index]
+    sent = {r["id"]: day for r, day in zip(world.records, world.record_days.tolist()) if r["type"] == "message"}
+    base_q = np.array([index[c.question] for c in camps], dtype=np.int64)
+    cut = np.array([world.epoch_day(max(sent[m] for m in c.messages)) + 1.0 / 1440 for c in camps])
+    pseudo = cut_questions(evidence, base_q, cut, cut)
+    wrong = np.array([qt.options[index[c.question]].index(c.option) for c in camps])
+    flipped = {}
+    for s in systems:
+        top = np.argmax(s.predict(pseudo, math.inf), axis=1)
+        flipped[s.name] = float(np.mean(top == wrong)) if len(camps) else None
+    return {"world": cfg.name, "questions": int(len(qt.ids)), "campaigns": len(camps),
+            "planted": {name: {k: {kk: v[kk] for kk in ("tested", "median", "p10", "held_share")}
+                               for k, v in r.get("scenarios", {}).items()} for name, r in resistance.items()},
+            "in_stream_flipped": flipped}
+
+
+# ---------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--world", default="quick")
+    parser.add_argument("--campaign-world", default="campaign")
+    parser.add_argument("--reporters", type=int, default=3)
+    parser.add_argument("--venues", choices=("distinct", "one"), default="distinct")
+    parser.add_argument("--min-half-life", type=float, default=200.0)
+    parser.add_argument("--cap", type=int, default=15)
+    parser.add_argument("--train-steps", type=int, default=300)
+    parser.add_argument("--planted-questions", type=int, default=60)
+    parser.add_argument("--skip-campaign", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    world = honest_world(args)
+    store = Store.memory()
+    store.ingest_records(world.records)
+    evidence = store.load_evidence(None)
+    reporters = {s for report in world.change_reports for s in report.sources}
+    learned = trained_params(store, world.epoch_day(world.end_day), args.train_steps, args.seed, reporters)
+    with discount("one key"):  # the fit reads the discount through the same function
+        learned_before = trained_params(store, world.epoch_day(world.end_day), args.train_steps, args.seed,
+                                        reporters)
+    oracle = world.oracle_params()
+    systems = [Scored("oracle", oracle), Scored("exact", oracle, "none"), Scored("oracle, one key", oracle, "one key"),
+               Scored("doxa-learned", learned), Scored("doxa-learned, one key", learned_before, "one key"),
+               Scored("doxa-equal", baselines.equal_trust_params(), ignore_stated_trust=True)]
+    honest = follow_counts(world, evidence, systems, args.cap, args.reporters)
+    print(f"honest changes ({args.world}, seed {args.seed}, {args.reporters} new reporters a day apart, venues "
+          f"{args.venues}): {honest['changes']} reported changes with messages after them, {honest.get('established', 0)} "
+          f"whose old value every system held, {honest.get('scored', 0)} of them followed by the exact posterior "
+          f"within the messages there are (scored)")
+    print(f"{'system':24s} {'followed':>9s} {'on the reports':>15s} {'median':>7s} {'mean':>6s} "
+          f"{'× oracle (median)':>18s} {'× oracle (mean)':>16s} {'× exact (mean)':>15s}")
+    ref = honest["systems"]
+    for name, r in ref.items():
+        print(f"{name:24s} {r['followed']:9.2f} {r['on_reports']:15.2f} {r['median']:7.1f} {r['mean']:6.2f} "
+              f"{r['median'] / ref['oracle']['median']:18.2f} {r['mean'] / ref['oracle']['mean']:16.2f} "
+              f"{r['mean'] / ref['exact']['mean']:15.2f}")
+    result = {"seed": args.seed, "world": args.world, "reporters": args.reporters, "venues": args.venues,
+              "cap": args.cap, "honest_change": {k: v for k, v in honest.items()}}
+
+    if not args.skip_campaign:
+        def learned_for(cstore: Store, cworld: World) -> dict[str, Any]:  # campaign accounts are new too
+            return trained_params(cstore, cworld.epoch_day(cworld.end_day), args.train_steps, args.seed,
+                                  set(cworld.truth.planted_sources))
+
+        camp = campaign_part(args, learned_for)
+        result["campaign"] = camp
+        print(f"\ncampaigns ({camp['world']} at quick size, seed {args.seed}): {camp['campaigns']} in-stream campaigns")
+        print(f"{'system':24s} {'wrong on top after the burst':>28s}   planted claims to flip (median / p10): "
+              "new sources | one source | trusted layer")
+        for name, share in camp["in_stream_flipped"].items():
+            scen = camp["planted"].get(name, {})
+            cells = " | ".join(f"{_cell(scen.get(k, {}).get('median'))} / {_cell(scen.get(k, {}).get('p10'))}"
+                               for k in ("new_sources", "one_source", "trusted_layer"))
+            print(f"{name:24s} {share:28.2f}   {cells}")
+    result["seconds"] = time.perf_counter() - started
+    (args.out / "results.json").write_text(json.dumps(result, indent=1))
+    print(f"\n{result['seconds']:.0f} s; {args.out / 'results.json'}")
+    return 0
+
+
+def _cell(value) -> str:
+    return "—" if value is None else (">20" if value > 20 else f"{value:g}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
