@@ -68,10 +68,21 @@ def remember(
         None, "--file", help="A JSON Lines file of bare messages {\"text\", \"source\", \"sent_at\"} (- for stdin)."),
     keep: bool = flag(False, "--keep",
                       help="When a model fails, keep the message as pending for `doxa organize`."),
+    conversation: Optional[str] = typer.Option(
+        None, "--conversation",
+        help="A conversation file: a LongMemEval record or list of records, or JSON Lines of turns "
+             "{\"session\", \"date\", \"role\", \"content\"} (docs/formats.md)."),
+    keep_only: bool = flag(False, "--keep-only",
+                           help="With --conversation: keep every turn, call no model (`doxa answer` reads them later)."),
+    window: int = typer.Option(10, "--window", min=1,
+                               help="With --conversation: the most user turns per organizer call (within a session)."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
     """Keep a raw message; the organizer links it to questions, the reader reads it; print what changed.
+
+    --conversation FILE keeps a whole conversation (every turn, dated by its session) and organizes the
+    user's turns a window at a time; --keep-only keeps it with no model call.
 
     The model servers come from DOXA_ORGANIZER_URL / DOXA_READER_URL (docs/organizer.md). Without one the
     message is kept as pending and `doxa organize` finishes it later.
@@ -80,8 +91,17 @@ def remember(
     from doxa.inference.agent import tools
     from doxa.inference.agent.remember import remember, remember_many
 
-    if (text is None) == (file is None):
-        fail("give the message TEXT with --source, or --file FILE of messages (not both)", 2)
+    given = [x for x in (text, file, conversation) if x is not None]
+    if len(given) != 1:
+        fail("give the message TEXT with --source, or --file FILE of messages, or --conversation FILE (one of them)", 2)
+    if keep_only and conversation is None:
+        fail("--keep-only goes with --conversation FILE (a single message without a model is kept as pending)", 2)
+    if conversation is not None:  # the file is read whole before the store is opened: a bad one writes nothing
+        from doxa.inference.agent.conversation import load_sessions
+
+        sessions = guarded(lambda: load_sessions(conversation))
+        _remember_conversation(open_memory(db, must_exist=False), sessions, keep_only, window, as_json)
+        return
     mem = open_memory(db, must_exist=False)
     if file is None:
         if not source:
@@ -105,6 +125,44 @@ def remember(
         emit_json({"messages": len(results), "calls": _calls(results), "results": [r.to_dict() for r in results]})
     else:
         _render(results)
+
+
+def _remember_conversation(mem, sessions, keep_only: bool, window: int, as_json: bool) -> None:
+    from doxa.cli.common import emit_json, guarded
+    from doxa.inference.agent.conversation import remember_conversation
+
+    if as_json or not _terminal() or keep_only:
+        result = guarded(lambda: remember_conversation(mem, sessions, keep_only=keep_only, window=window))
+    else:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("organizing", total=None)
+            result = guarded(lambda: remember_conversation(
+                mem, sessions, keep_only=keep_only, window=window,
+                progress=lambda done, total: bar.update(task, completed=done, total=total)))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    from doxa.cli.console import console
+
+    con = console()
+    con.print(f"{result.sessions} session(s), {result.turns} turn(s) ({result.user_turns} from the user): "
+              f"{result.messages_added} new message(s) kept.")
+    if keep_only:
+        con.print("[dim]No model called (--keep-only): `doxa answer` reads the kept turns when asked.[/]")
+        return
+    if result.windows:
+        con.print(f"Organized {result.organized_turns} turn(s) in {result.windows} window(s) "
+                  f"({result.skipped_turns} skipped: nothing to track); "
+                  f"{len(result.questions_created)} new question(s), {len(result.questions_linked)} linked, "
+                  f"{result.readings} reading(s).")
+    for question, values in result.values_added.items():
+        con.print(f"  {_e(question)}: " + ", ".join(_e(v) for v in values))
+    con.print(f"[dim]model calls: organizer {result.organizer.calls} ({result.organizer.seconds:.1f} s), "
+              f"reader {result.reader.calls} ({result.reader.seconds:.1f} s)[/]")
+    if result.hint:
+        con.print(f"[yellow]{_e(result.hint)}[/]")
 
 
 def organize(

@@ -56,9 +56,10 @@ FAULTS = (
     "schema_400",  # HTTP 400 when the request carries response_format, in any form (a server without it)
     "schema_500",  # HTTP 500 naming the field for the json_schema form only, as llama-cpp-python 0.3 answers
     "extra_field",  # valid JSON with a "confidence" key the schema forbids
+    "context_400",  # HTTP 400: the prompt is longer than the context, as llama-cpp-python words it
 )
 ORGANIZER_FAULTS = ("truncated", "prose", "fenced", "trailing_comma", "refusal", "bad_link", "schema_400", "schema_500",
-                    "extra_field")
+                    "extra_field", "context_400")
 
 _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
@@ -89,6 +90,7 @@ class FakeChatServer:
         shape: str = "chat",
         organizer=None,
         no_digit: bool = False,
+        answerer=None,
     ) -> None:
         if shape not in ("chat", "legacy"):
             raise ValueError("shape is 'chat' (choices[0].logprobs.content) or 'legacy'")
@@ -108,6 +110,11 @@ class FakeChatServer:
         #: the JSON object the "model" replies with. Default: nothing to organize.
         self.organizer = organizer or (lambda message, prompt: {"links": [], "new_questions": [],
                                                                 "new_subjects": [], "new_relations": []})
+        #: Answers plain chat requests before any other rule (bench/conversations.py's baselines):
+        #: ``answerer(system, prompt) -> None | text | (text, p)``; None leaves the request to the
+        #: rules above, a text is the reply, and with ``logprobs`` asked its words come as tokens
+        #: whose probabilities multiply to ``p`` (default 0.9). Default: answers nothing.
+        self.answerer = answerer
         #: Every request received: {"path", "headers", "body", "labels", "letter", "kind"}.
         self.requests: list[dict[str, Any]] = []
         self._faults: deque[tuple[str, str]] = deque()
@@ -321,6 +328,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
+        if fake.answerer is not None and self._answer(fake, body, record):
+            return
 
         fault = fake._next_fault(kind)
         if kind == "organizer" and fault not in ("500", "503", "429", "400", "401", "drop", "malformed", "no_choices"):
@@ -392,11 +401,35 @@ class _Handler(BaseHTTPRequestHandler):
             tokens.append([("\n", sure)])
         return tokens or [[("The", math.log(0.9)), ("I", math.log(0.05))]]  # every line skipped: prose
 
+    def _answer(self, fake: FakeChatServer, body: dict[str, Any], record: dict[str, Any]) -> bool:
+        """Reply with ``fake.answerer``'s text when it has one for this request (True), else False."""
+        system = "\n".join(m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "system")
+        user = [m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "user"]
+        scripted = fake.answerer(system, user[-1] if user else "")
+        if scripted is None:
+            return False
+        text, p = scripted if isinstance(scripted, tuple) else (scripted, 0.9)
+        record["kind"] = "answer"
+        pieces = re.findall(r"\S+\s*", text) or [text]
+        tokens = [[(piece, math.log(p) / len(pieces))] for piece in pieces] if body.get("logprobs") else None
+        reply = _completion(tokens, fake.shape, text)
+        reply["choices"][0]["message"]["content"] = text
+        reply["choices"][0]["finish_reason"] = "stop"
+        reply["usage"] = {"prompt_tokens": len((system + " ".join(user)).split()), "completion_tokens": len(pieces),
+                          "total_tokens": len((system + " ".join(user)).split()) + len(pieces)}
+        self._send_json(200, reply)
+        return True
+
     def _organizer_reply(self, fake: FakeChatServer, body: dict[str, Any], message: str, fault: str | None) -> None:
         if fault == "schema_500" and (body.get("response_format") or {}).get("type") == "json_schema":
             self._send_json(500, {"error": {"message": "1 validation error: {'type': 'literal_error', 'loc': ('body', "
                                             "'response_format', 'type'), 'msg': \"Input should be 'text' or "
                                             "'json_object'\", 'input': 'json_schema'}"}})
+            return
+        if fault == "context_400":
+            self._send_json(400, {"error": {"message": "This model's maximum context length is 2048 tokens. However, "
+                                            "you requested 2600 tokens (1800 in the messages, 800 in the completion).",
+                                            "type": "invalid_request_error", "code": "context_length_exceeded"}})
             return
         if fault == "schema_400" and "response_format" in body:
             self._send_json(400, {"error": {"message": "response_format json_schema is not supported"}})
@@ -490,4 +523,45 @@ def value_organizer(subject: str = "maya", kind: str = "home", *, style: str = "
             out["new_values"].append({"question": qid, "value": value})
         return out
 
+    return organize
+
+
+# ---------------------------------------------------------------------------- conversations (issue 37)
+_TURN = re.compile(r"^<turn (\d+)>\n(.*?)\n</turn \1>$", re.MULTILINE | re.DOTALL)
+_JOB_VALUE = re.compile(r"\b(?:work as an?|working as an?|started as an?|job as an?|i am an?|i'm an?)\s+([a-z]+)",
+                        re.IGNORECASE)
+
+
+def window_organizer(subject: str = "me", kind: str = "job", *, style: str = "new_values"):
+    """A scripted organizer for windows of numbered turns (``<turn N>…</turn N>`` in the prompt): a turn
+    naming a job ("I work as a nurse", "I just started as a teacher") is about ``subject``'s job. With
+    no open ``<subject>.<kind>`` shown, the first such turn proposes it (shape ``value``) and a later
+    one proposes it again with its own value (what the window rules teach); with it shown, a turn names
+    its job by ``style``: ``"new_values"`` or ``"propose_again"``. Other turns are left out of the reply.
+    Each window's turn numbers are recorded in the returned function's ``windows`` list; a prompt with
+    no turns (one message) is answered with nothing to organize."""
+    qid = f"{subject}.{kind}"
+
+    def organize(message: str, prompt: str) -> dict:
+        turns = [(int(n), text) for n, text in _TURN.findall(prompt)]
+        if not turns:
+            return {"links": [], "new_values": [], "new_questions": [], "new_subjects": [], "new_relations": []}
+        organize.windows.append([n for n, _ in turns])
+        shown = re.search(rf"^- {re.escape(qid)} \(about {re.escape(subject)}, open\)", prompt, re.MULTILINE)
+        out = []
+        for n, text in turns:
+            found = _JOB_VALUE.search(text)
+            if found is None:
+                continue
+            value = found.group(1).lower()
+            entry = {"turn": n, "links": [], "new_values": [], "new_questions": []}
+            if shown and style == "new_values":
+                entry["new_values"].append({"question": qid, "value": value})
+            else:
+                entry["new_questions"].append({"subject": subject, "kind": kind, "text": "What is my job?",
+                                               "shape": "value", "options": [value]})
+            out.append(entry)
+        return {"turns": out, "new_subjects": [], "new_relations": []}
+
+    organize.windows = []
     return organize

@@ -170,6 +170,8 @@ def test_the_words_decide_which_time_is_asked():
     assert time_asked("Where did Maya use to work? she used to be a nurse") == "previous"
     assert time_asked("What did I do initially?") == "first"
     assert time_asked("What is my current job?") == "now"
+    assert time_asked("What is my first name?") == "now"  # a thing named "first", not a time
+    assert time_asked("What was the first car I owned?") == "first"
 
 
 def test_a_question_naming_nobody_is_refused_with_the_fix_when_one_must_be_made(demo, server):

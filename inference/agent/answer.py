@@ -55,6 +55,8 @@ FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})
 #: Words that ask for the value before the latest change, and for the first value (``used to``: two words).
 PREVIOUS_WORDS = frozenset({"previous", "previously", "before", "formerly", "former", "earlier", "prior", "used to"})
 FIRST_WORDS = frozenset({"first", "initially", "originally", "original"})
+#: Word pairs where a time word names a thing, not a time ("my first name" is the name now).
+NOT_A_TIME = frozenset({"first name", "first names", "before tax", "prior art"})
 #: A second question scoring at least (1 - MARGIN) of the best is too close to tell apart by words.
 MARGIN = 0.25
 #: At most this many close questions are shown to the model.
@@ -104,6 +106,8 @@ def time_asked(text: str) -> str:
     """"previous", "first" or "now": which time a question asks about, by its words."""
     tokens = words(text)
     pairs = {" ".join(p) for p in zip(tokens, tokens[1:])}
+    named = {w for pair in pairs & NOT_A_TIME for w in pair.split()}
+    tokens = [t for t in tokens if t not in named]
     if FIRST_WORDS & set(tokens):
         return "first"
     if PREVIOUS_WORDS & (set(tokens) | pairs):

@@ -19,6 +19,7 @@ from doxa.inference.read.memory import Memory
 
 if TYPE_CHECKING:
     from .answer import AnswerResult
+    from .conversation import ConversationResult
     from .remember import RememberResult
 
 
@@ -38,6 +39,17 @@ class AgentMemory(Memory):
         from .remember import organize_pending
 
         return organize_pending(self, **kwargs)
+
+    def remember_conversation(self, sessions, *, keep_only: bool = False, organizer=None, reader=None, progress=None,
+                              **kwargs) -> "ConversationResult":
+        """Keep a conversation's turns (a file, or :class:`~doxa.inference.agent.conversation.Session` objects)
+        and, unless ``keep_only``, organize the user's turns a window at a time and read them.
+
+        See :func:`doxa.inference.agent.conversation.remember_conversation` (``window=``, ``use_env=``)."""
+        from .conversation import remember_conversation
+
+        return remember_conversation(self, sessions, keep_only=keep_only, organizer=organizer, reader=reader,
+                                     progress=progress, **kwargs)
 
     def answer(self, question: str, *, subject: str | None = None, at=None, **kwargs) -> "AnswerResult":
         """Answer a question in words: find (or create) the tracked question it asks, return the top answer,

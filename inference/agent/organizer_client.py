@@ -29,17 +29,32 @@ from typing import Any, Literal, Mapping
 from pydantic import ValidationError
 
 from .llm_http import ORGANIZER_ENV, ChatClient
-from .organizer_schema import OrganizerOutput, OrganizerRequest, check_output, parse_reply, validation_problems
+from .organizer_schema import (OrganizerOutput, OrganizerRequest, TurnOutput, WindowOutput, WindowRequest, check_output,
+                               check_window_output, parse_reply, validation_problems)
 
 ENV_STRUCTURED = "DOXA_ORGANIZER_STRUCTURED"
 #: how the reply's schema may be sent (OpenAIChatOrganizer.structured)
 STRUCTURED_FORMS = ("auto", "schema", "object", "none")
 
 
+#: A window's reply is bounded by ``a + b·turns`` tokens (and ``window_max_tokens``): a turn's entry
+#: with one new question is about 70 tokens of Qwen2.5's tokenizer, and most turns have none.
+WINDOW_REPLY_TOKENS = (128, 96)
+
+
 class OrganizerError(RuntimeError):
     """The organizer gave no usable answer; the message says what went wrong and what to change."""
 
     status: int | None = None
+    #: the server refused the prompt as longer than its context (a window of turns is then split)
+    context_overflow: bool = False
+
+
+def context_overflow(detail: str) -> bool:
+    """Whether a server's error says the prompt does not fit its context (llama.cpp, llama-cpp-python,
+    vLLM and OpenAI each word it their way)."""
+    low = detail.lower()
+    return "context" in low and any(w in low for w in ("exceed", "too long", "maximum context", "longer than"))
 
 
 @dataclass
@@ -66,6 +81,26 @@ class Organizer(abc.ABC):
         every new value is for an open question shown and not one of its options, every subject of a
         new question or relation is known or new. Raises :class:`OrganizerError`."""
 
+    def organize_window(self, request: WindowRequest, instructions: str) -> Organized:
+        """The decisions for a window of numbered turns (``Organized.output`` a :class:`WindowOutput`,
+        through :func:`check_window_output`). This default asks :meth:`organize` once per turn; a model
+        client overrides it with one call for the whole window."""
+        turns, subjects, relations, calls = [], [], [], 0
+        for number, _ in request.turns:
+            organized = self.organize(request.turn_request(number), instructions)
+            calls += organized.calls
+            out = organized.output
+            subjects += out.new_subjects
+            relations += out.new_relations
+            if out.links or out.new_values or out.new_questions:
+                turns.append(TurnOutput(turn=number, links=out.links, new_values=out.new_values,
+                                        new_questions=out.new_questions))
+        window = WindowOutput(turns=turns, new_subjects=subjects, new_relations=relations)
+        clean, problems = check_window_output(window, request)
+        if problems:
+            raise OrganizerError(f"organizer {self.name}: " + "; ".join(problems[:4]))
+        return Organized(output=clean, calls=calls)
+
 
 @dataclass
 class OpenAIChatOrganizer(ChatClient, Organizer):
@@ -84,6 +119,8 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
     timeout_s: float = 120.0
     retries: int = 2
     max_tokens: int = 768
+    #: the bound of a window's reply (:meth:`organize_window`): several turns' decisions
+    window_max_tokens: int = 1536
     structured: Literal["auto", "schema", "object", "none"] = "auto"  # one of STRUCTURED_FORMS
 
     names = ORGANIZER_ENV
@@ -95,6 +132,9 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
         if self.structured not in STRUCTURED_FORMS:
             raise ValueError(f"structured is one of {', '.join(STRUCTURED_FORMS)}, not {self.structured!r}")
         #: the forms of response_format still to try, the one in use first
+        #: tokens the server reported (``usage``) over every request, retries included
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
         self._formats: list[str] = {"auto": ["json_schema", "json_object"], "schema": ["json_schema"],
                                     "object": ["json_object"], "none": []}[self.structured]
 
@@ -104,19 +144,39 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
         return self._formats[0] if self._formats else None
 
     def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
+        return self._organize(instructions, request, OrganizerOutput.response_schema(request),
+                              lambda value: self._checked(OrganizerOutput, check_output, value, request),
+                              self.max_tokens)
+
+    def organize_window(self, request: WindowRequest, instructions: str) -> Organized:
+        """One call for the whole window: the instructions (system prompt) first, then the window's
+        fixed rules, so a server that caches prompts reads both once (:meth:`WindowRequest.prompt`)."""
+        return self._organize(instructions, request, WindowOutput.response_schema(request),
+                              lambda value: self._checked(WindowOutput, check_window_output, value, request),
+                              min(self.window_max_tokens, WINDOW_REPLY_TOKENS[0] + WINDOW_REPLY_TOKENS[1] * len(request.turns)))
+
+    @staticmethod
+    def _checked(model, check, value, request):
+        try:
+            output = model.model_validate(value)
+        except ValidationError as err:
+            return None, validation_problems(err)
+        clean, problems = check(output, request)
+        return (None if problems else clean), problems
+
+    def _organize(self, instructions: str, request, schema: dict[str, Any], check, max_tokens: int) -> Organized:
         messages = [{"role": "system", "content": instructions}, {"role": "user", "content": request.prompt()}]
         before = self.endpoint.requests
-        schema = OrganizerOutput.response_schema(request)
-        content, finish = self._complete(messages, schema)
-        output, problems, repaired = self._read(content, finish, request)
+        content, finish = self._complete(messages, schema, max_tokens)
+        output, problems, repaired = self._read(content, finish, check, max_tokens)
         retried = False
         if problems:
             retried = True
             messages += [{"role": "assistant", "content": content},
                          {"role": "user", "content": "Your reply could not be used:\n- " + "\n- ".join(problems)
                           + "\nReply again with only the corrected JSON object, in the format given."}]
-            content, finish = self._complete(messages, schema)
-            output, problems, repaired = self._read(content, finish, request)
+            content, finish = self._complete(messages, schema, max_tokens)
+            output, problems, repaired = self._read(content, finish, check, max_tokens)
         if problems:
             raise OrganizerError(
                 f"organizer server {self.endpoint.chat_url}: no usable answer after one retry: "
@@ -127,8 +187,10 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
         return Organized(output=output, calls=self.endpoint.requests - before, repaired=repaired, retried=retried)
 
     # -- one completion ----------------------------------------------------------
-    def _body(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any]:
-        body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": self.max_tokens}
+    def _body(self, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int | None = None
+              ) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": messages, "temperature": 0,
+                                "max_tokens": self.max_tokens if max_tokens is None else max_tokens}
         if self.model:
             body["model"] = self.model
         if self.response_format == "json_schema":
@@ -139,13 +201,17 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
         body.update(self.extra_body)
         return body
 
-    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> tuple[str, str]:
+    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int | None = None
+                  ) -> tuple[str, str]:
         while True:
             try:
-                answer = self.endpoint.post(self._body(messages, schema))
+                answer = self.endpoint.post(self._body(messages, schema, max_tokens))
                 break
             except OrganizerError as err:
                 status, detail = getattr(err, "status", None), getattr(err, "detail", "") or ""
+                if context_overflow(detail):  # the prompt is too long: no other form of the schema helps
+                    err.context_overflow = True
+                    raise
                 # refused outright (400, 422), or an error that names the field (llama-cpp-python answers 500)
                 refused = self.response_format is not None and (status in (400, 422) or (
                     status is not None and ("response_format" in detail or "json_schema" in detail)))
@@ -153,6 +219,10 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
                     raise
                 self._formats.pop(0)  # this server does not take that form: the next one from now on
         where = f"organizer server {self.endpoint.chat_url}"
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if isinstance(usage, dict):  # what the server says it read and wrote (OpenAI's usage object)
+            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(usage.get("completion_tokens") or 0)
         if not isinstance(answer, dict):
             raise OrganizerError(f"{where}: reply is not a JSON object: {str(answer)[:200]!r}")
         choices = answer.get("choices")
@@ -171,20 +241,14 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
             content = ""
         return content, str(choices[0].get("finish_reason") or "")
 
-    def _read(self, content: str, finish: str, request: OrganizerRequest
-              ) -> tuple[OrganizerOutput | None, list[str], bool]:
+    def _read(self, content: str, finish: str, check, max_tokens: int) -> tuple[Any, list[str], bool]:
         value, problem, repaired = parse_reply(content)
         if value is None:
             if finish == "length":
-                problem = f"the reply was cut off at {self.max_tokens} tokens before the JSON object ended; be shorter"
+                problem = f"the reply was cut off at {max_tokens} tokens before the JSON object ended; be shorter"
             return None, [problem], False
-        try:
-            output = OrganizerOutput.model_validate(value)
-        except ValidationError as err:
-            return None, validation_problems(err), repaired
-        clean, problems = check_output(output, request)
-        return (None if problems else clean), problems, repaired
-
+        output, problems = check(value)
+        return output, problems, repaired
 
     @classmethod
     def settings_from_env(cls, env: Mapping[str, str]) -> dict[str, Any]:

@@ -379,6 +379,180 @@ def _check_values(given: list[NewValue], request: OrganizerRequest, questions: l
     return out
 
 
+# ---------------------------------------------------------------------------- a window of turns
+class TurnOutput(_Strict):
+    # what one numbered turn of a window says: the same decisions as for one message
+
+    turn: int = Field(ge=1, description="the turn's number, as shown")
+    links: list[str] = Field(default=[], description="ids of existing questions the turn bears on")
+    new_values: list[NewValue] = []
+    new_questions: list[NewQuestion | NewValueQuestion] = []
+
+
+class WindowOutput(_Strict):
+    """What the organizer decides for a window of numbered turns: per turn that says something lasting,
+    its links, new values and new questions; the window's new subjects and relations. No probabilities."""
+
+    turns: list[TurnOutput] = []
+    new_subjects: list[NewSubject] = []
+    new_relations: list[NewRelation] = []
+
+    @classmethod
+    def response_schema(cls, request: "WindowRequest | None" = None) -> dict[str, Any]:
+        """The JSON schema sent as ``response_format``: :meth:`OrganizerOutput.response_schema`'s
+        bounds, with ``turn`` one of the window's numbers and ``links`` / ``new_values`` only the
+        questions shown (see there)."""
+        schema = _clean_schema(cls.model_json_schema(mode="serialization", by_alias=True))
+        schema.pop("description", None)
+        defs = schema["$defs"]
+        defs["NewQuestion"]["properties"]["options"]["minItems"] = 2
+        defs["NewValueQuestion"]["properties"]["shape"] = {"type": "string", "enum": ["value"]}
+        _bound_lengths(schema)
+        turn = defs["TurnOutput"]["properties"]
+        for key in ("links", "new_values", "new_questions"):
+            turn[key]["maxItems"] = MAX_ITEMS.get(key, 4)
+        turn["turn"] = {"type": "integer", "minimum": 1}
+        if request is not None:
+            numbers = [n for n, _ in request.turns]
+            turn["turn"] = {"type": "integer", "enum": numbers}
+            schema["properties"]["turns"]["maxItems"] = len(numbers)
+            shown = sorted({q["id"] for q in request.questions})
+            if shown:
+                turn["links"]["items"] = {"type": "string", "enum": shown}
+            turn["links"]["maxItems"] = min(len(shown), MAX_ITEMS["new_values"])
+            open_shown = sorted({q["id"] for q in request.questions if q.get("open")})
+            if open_shown:
+                defs["NewValue"]["properties"]["question"] = {"type": "string", "enum": open_shown}
+            else:
+                turn["new_values"]["maxItems"] = 0
+        return schema
+
+
+#: The fixed opening of every window prompt (byte-identical from call to call, after the
+#: instructions, so a server that caches prompts — llama.cpp does — reads it once).
+WINDOW_RULES = """This time you are shown a WINDOW of numbered turns from one conversation, not one message: \
+everything the user said to an assistant in one session, in order. Every turn is the user's own words: "I", \
+"me", "my" are the user, the subject named below. Apply the rules above to each turn, and reply with one JSON \
+object and nothing else:
+  {"turns": [{"turn": N, "links": [...], "new_values": [...], "new_questions": [...]}],
+   "new_subjects": [...], "new_relations": [...]}
+List only the turns that tell something lasting about the user or someone they know (job, home, family, \
+pets, possessions, habits, preferences, plans, numbers and names that may change); leave out a turn that only \
+asks the assistant for something. A question is created once: when a later turn of the window gives another \
+value for a question an earlier turn created, propose that question again (same subject and kind) with the \
+new value as its option. Each turn names the values it states itself, never those of other turns.
+Example: turns 1 "I'm a nurse, any tips for night shifts?" and 2 "Can you explain how vaccines work?" and \
+3 "I just started as a teacher, so no more night shifts." with no questions yet:
+{"turns": [{"turn": 1, "links": [], "new_values": [], "new_questions": [{"subject": "me", "kind": "job", \
+"text": "What is my job?", "shape": "value", "options": ["nurse"]}]},
+ {"turn": 3, "links": [], "new_values": [], "new_questions": [{"subject": "me", "kind": "job", \
+"text": "What is my job?", "shape": "value", "options": ["teacher"]}]}],
+ "new_subjects": [], "new_relations": []}
+"""
+#: The longest text of one turn shown to the organizer (characters: the beginning, then an ellipsis).
+MAX_TURN_CHARS = 1500
+
+
+@dataclass
+class WindowRequest(OrganizerRequest):
+    """What the organizer is shown for a window of turns: the turns, numbered, with the subjects and
+    questions (as for one message, ranked for all the turns' words). ``text`` is the turns joined."""
+
+    #: (number, text) per turn, numbered from 1
+    turns: list[tuple[int, str]] = field(default_factory=list)
+    #: the subject the turns' "I" is
+    user: str = "me"
+
+    def prompt(self) -> str:
+        # fixed part first (WINDOW_RULES), then what changes slowly (subjects, questions), the turns last
+        lines = [WINDOW_RULES, "Known subjects (id: name):"]
+        lines += _subject_lines(self.subjects)
+        lines += ["", "Existing questions (id (about subject): text [options]):"]
+        lines += _question_lines(self.questions)
+        lines += ["", f"Turns from {self.source_path} (source id {self.source}; the user is the subject "
+                      f"{self.user}), sent {self.sent_at:%Y-%m-%d}:"]
+        for n, text in self.turns:
+            shown = text if len(text) <= MAX_TURN_CHARS else text[:MAX_TURN_CHARS] + " …"
+            lines += [f"<turn {n}>", untrusted(shown), f"</turn {n}>"]
+        lines += ["", "Reply with the JSON object only."]
+        return "\n".join(lines)
+
+    def turn_request(self, number: int) -> OrganizerRequest:
+        """One turn as a one-message request (what an organizer without a window path is shown)."""
+        text = dict(self.turns)[number]
+        return OrganizerRequest(text=text, source=self.source, source_path=self.source_path, sent_at=self.sent_at,
+                                subjects=self.subjects, questions=self.questions,
+                                known_subject_ids=self.known_subject_ids)
+
+
+def _subject_lines(subjects: list[dict[str, Any]]) -> list[str]:
+    if not subjects:
+        return ["(none yet)"]
+    out = []
+    for s in subjects:
+        extra = []
+        if s.get("aliases"):
+            extra.append("aliases: " + ", ".join(s["aliases"]))
+        extra += s.get("relations", [])
+        out.append(untrusted(f"- {s['id']}: {s['name']}" + (f" ({'; '.join(extra)})" if extra else "")))
+    return out
+
+
+def _question_lines(questions: list[dict[str, Any]]) -> list[str]:
+    if not questions:
+        return ["(none yet)"]
+    out = []
+    for q in questions:
+        about = f"about {q['subject']}, open" if q.get("open") else f"about {q['subject']}"
+        out.append(untrusted(f"- {q['id']} ({about}): {q['text']} [{' | '.join(q['options'])}]"))
+    return out
+
+
+def check_window_output(output: WindowOutput, request: WindowRequest) -> tuple[WindowOutput, list[str]]:
+    """:func:`check_output` for a window, turn by turn, in turn order (a turn named twice is one turn):
+    the window's new subjects count for every turn, and a question an earlier turn creates counts as
+    shown for the later ones (so a later value for it joins it). Problems name the turn."""
+    problems: list[str] = []
+    numbers = {n for n, _ in request.turns}
+    people, found = check_output(OrganizerOutput(new_subjects=output.new_subjects,
+                                                 new_relations=output.new_relations), request)
+    problems += found
+    merged: dict[int, TurnOutput] = {}
+    for t in output.turns:
+        if t.turn not in numbers:
+            problems.append(f"turns: turn {t.turn} is not one of the turns shown ({min(numbers)} to {max(numbers)})"
+                            if numbers else f"turns: turn {t.turn} was not shown")
+            continue
+        if t.turn in merged:
+            m = merged[t.turn]
+            merged[t.turn] = TurnOutput(turn=t.turn, links=m.links + t.links, new_values=m.new_values + t.new_values,
+                                        new_questions=m.new_questions + t.new_questions)
+        else:
+            merged[t.turn] = t
+    created: list[dict[str, Any]] = []
+    turns = []
+    for number in sorted(merged):
+        t = merged[number]
+        shown = OrganizerRequest(text=request.text, source=request.source, source_path=request.source_path,
+                                 sent_at=request.sent_at, subjects=request.subjects,
+                                 questions=request.questions + created, known_subject_ids=request.known_subject_ids)
+        clean, found = check_output(OrganizerOutput(links=t.links, new_values=t.new_values,
+                                                    new_questions=t.new_questions,
+                                                    new_subjects=output.new_subjects), shown)
+        problems += [f"turn {number}: {p}" for p in found]
+        known = {q["id"] for q in created}
+        for q in clean.new_questions:
+            qid = f"{q.subject}.{q.kind}"
+            if qid not in known and all(qid != x["id"] for x in request.questions):
+                known.add(qid)
+                created.append({"id": qid, "subject": q.subject, "text": q.text, "options": list(q.options),
+                                "open": q.shape == "value"})
+        if clean.links or clean.new_values or clean.new_questions:
+            turns.append(TurnOutput(turn=number, links=clean.links, new_values=clean.new_values,
+                                    new_questions=clean.new_questions))
+    return WindowOutput(turns=turns, new_subjects=people.new_subjects, new_relations=people.new_relations), problems
+
+
 # ---------------------------------------------------------------------------- parsing a reply
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -454,7 +628,8 @@ def validation_problems(err: ValidationError) -> list[str]:
     return out
 
 
-__all__ = ["OrganizerOutput", "OrganizerRequest", "NewQuestion", "NewValueQuestion", "NewValue", "NewSubject",
+__all__ = ["OrganizerOutput", "OrganizerRequest", "WindowOutput", "WindowRequest", "TurnOutput", "WINDOW_RULES",
+           "MAX_TURN_CHARS", "check_window_output", "NewQuestion", "NewValueQuestion", "NewValue", "NewSubject",
            "NewRelation", "check_output", "clean_value", "value_key", "same_value", "PLACEHOLDER_VALUES",
            "known_subject_resolver", "parse_reply", "slug", "validation_problems", "MAX_QUESTIONS_SHOWN",
            "ALL_SUBJECTS_UP_TO"]

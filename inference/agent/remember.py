@@ -185,6 +185,113 @@ def _new_question_id(store, base: str, taken: set[str]) -> str:
     return candidate
 
 
+class Decisions:
+    """What organizer outputs decide, turned into records: subjects, relations, new questions (each
+    created once, a re-proposal linked instead), values new to open questions (``option_added``).
+
+    One message's output is applied once; a window of turns (:mod:`.conversation`) applies each
+    turn's output in order to the same object, so a question one turn creates is the one a later
+    turn links or adds a value to (by its id, or by proposing it again)."""
+
+    def __init__(self, store, request: OrganizerRequest, by: str, instructions_version: int, at: datetime) -> None:
+        self.store, self.by, self.version, self.at = store, by, instructions_version, at
+        self.existing_text = {(q["subject"], " ".join(q["text"].lower().split())): q["id"] for q in request.questions}
+        self.taken: set[str] = set()
+        #: question records created, in order
+        self.created: list[dict[str, Any]] = []
+        #: subject.kind proposed → the id of the question created for it
+        self.proposed: dict[str, str] = {}
+        #: values new to stored open questions, in the order named: question → values (an option_added each)
+        self.adding: dict[str, list[str]] = {}
+        self.deduplicated: dict[str, str] = {}
+        self._people: list[dict[str, Any]] = []
+
+    def people(self, out) -> tuple[list[str], list[dict[str, str]]]:
+        """Records for the new subjects and relations of ``out``: (subject ids, relations) added."""
+        ids, relations = [], []
+        known = {r["id"] for r in self._people if r["type"] == "subject"}
+        for s in out.new_subjects:
+            if s.id in known:
+                continue
+            known.add(s.id)
+            self._people.append({"type": "subject", "id": s.id, "name": s.name, "aliases": s.aliases})
+            ids.append(s.id)
+        for r in out.new_relations:
+            self._people.append({"type": "relation", "from": r.from_, "to": r.to, "kind": r.kind})
+            relations.append({"from": r.from_, "to": r.to, "kind": r.kind})
+        return ids, relations
+
+    def _created(self, qid: str) -> dict[str, Any] | None:
+        return next((r for r in self.created if r["id"] == qid), None)
+
+    def _add_value(self, qid: str, value: str, valued: list[str]) -> None:
+        made = self._created(qid)
+        if made is not None:  # a question this window created: the value joins its options
+            if made.get("open"):
+                if same_value(value, made["options"]) is None:
+                    made["options"].append(value)
+                valued.append(qid)
+            return
+        stored = _stored_question(self.store, qid)
+        if stored is None or not stored[1]:
+            return  # closed (or gone): its options are all its answers; the reading says which
+        if same_value(value, stored[0] + self.adding.get(qid, [])) is None:
+            self.adding.setdefault(qid, []).append(value)
+            valued.append(qid)
+
+    def apply(self, out) -> tuple[list[str], list[str]]:
+        """(the questions ``out`` bears on — links, re-proposals, questions given a value —, the questions
+        it created), in order."""
+        linked = list(dict.fromkeys(self.proposed.get(q, q) for q in out.links))
+        created_here: list[str] = []
+        valued: list[str] = []
+        for v in out.new_values:
+            self._add_value(self.proposed.get(v.question, v.question), v.value, valued)
+        for q in out.new_questions:
+            base = f"{q.subject}.{q.kind}"
+            same = self.existing_text.get((q.subject, q.text.lower()))
+            if same is None and base in self.proposed:
+                same = self.proposed[base]  # proposed again (in this message, or an earlier turn of the window)
+            if same is None:
+                row = self.store.execute("SELECT id, subject, status FROM questions WHERE id = ?", [base]).fetchone()
+                if row is not None and row[2] == "active" and row[1] == q.subject:
+                    same = row[0]  # the organizer re-proposed a question it was not shown: link it
+            if same is not None:
+                self.deduplicated[f"{q.subject}: {q.text}"] = same
+                if same not in linked and same not in created_here:
+                    linked.append(same)
+                if q.shape != "value":
+                    continue  # a closed list's options are possible answers, not values the message states
+                for value in q.options:  # the values it does not list yet join it where it is open
+                    self._add_value(same, value, valued)
+                continue
+            qid = _new_question_id(self.store, base, self.taken)
+            self.taken.add(qid)
+            self.proposed[base] = qid
+            created_here.append(qid)
+            record = {"type": "question", "id": qid, "subject": q.subject, "kind": q.kind, "text": q.text,
+                      "shape": q.shape, "options": list(q.options), "created_by": self.by,
+                      "instructions_version": self.version}
+            if q.shape == "value":  # a question whose answers are values: open, its options the values named
+                record.update(shape="choice", open=True)
+            self.created.append(record)
+        for qid in valued:
+            if qid not in linked and qid not in created_here:
+                linked.append(qid)
+        return linked, created_here
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record decided so far: subjects and relations, new questions, then the values added."""
+        out = list(self._people) + list(self.created)
+        for qid, values in self.adding.items():
+            for value in values:
+                op = {"type": "option_added", "question": qid, "option": value, "by": self.by,
+                      "at": self.at.isoformat()}
+                taken_id = _option_op_id(self.store, qid, value)
+                out.append(op if taken_id is None else {**op, "id": taken_id})
+        return out
+
+
 # ---------------------------------------------------------------------------- one message
 @dataclass
 class _Message:
@@ -232,71 +339,14 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
         result.calls["organizer"] = organized.calls
         state.update(organizer=organizer.name, instructions_version=instructions.version,
                      organizer_calls=organized.calls)
-        for s in out.new_subjects:
-            records.append({"type": "subject", "id": s.id, "name": s.name, "aliases": s.aliases})
-            result.new_subjects.append(s.id)
-        for r in out.new_relations:
-            records.append({"type": "relation", "from": r.from_, "to": r.to, "kind": r.kind})
-            result.new_relations.append({"from": r.from_, "to": r.to, "kind": r.kind})
-        linked = list(out.links)
-        existing_text = {(q["subject"], " ".join(q["text"].lower().split())): q["id"] for q in request.questions}
-        taken: set[str] = set()
-        created_records = []
-        # values new to open questions, in the order named: question → values (an option_added each)
-        adding: dict[str, list[str]] = {}
-
-        def add_value(qid: str, value: str) -> None:
-            stored = _stored_question(store, qid)
-            if stored is None or not stored[1]:
-                return  # closed (or gone): its options are all its answers; the reading says which
-            if same_value(value, stored[0] + adding.get(qid, [])) is None:
-                adding.setdefault(qid, []).append(value)
-
-        for v in out.new_values:
-            add_value(v.question, v.value)
-        for q in out.new_questions:
-            base = f"{q.subject}.{q.kind}"
-            same = existing_text.get((q.subject, q.text.lower()))
-            if same is None:
-                row = store.execute("SELECT id, subject, status FROM questions WHERE id = ?", [base]).fetchone()
-                if row is not None and row[2] == "active" and row[1] == q.subject:
-                    same = row[0]  # the organizer re-proposed a question it was not shown: link it
-            if same is None and base in taken:
-                same = base  # proposed twice for one message
-            if same is not None:
-                result.deduplicated[f"{q.subject}: {q.text}"] = same
-                if same not in linked and same not in taken:
-                    linked.append(same)
-                if q.shape != "value":
-                    continue  # a closed list's options are possible answers, not values the message states
-                if same in taken:  # proposed twice for one message: one question, every value named
-                    created = next(r for r in created_records if r["id"] == same)
-                    if created.get("open"):
-                        created["options"] += [v for v in q.options if same_value(v, created["options"]) is None]
-                else:  # the question exists: the values it does not list yet join it where it is open
-                    for value in q.options:
-                        add_value(same, value)
-                continue
-            qid = _new_question_id(store, base, taken)
-            taken.add(qid)
-            record = {"type": "question", "id": qid, "subject": q.subject, "kind": q.kind, "text": q.text,
-                      "shape": q.shape, "options": list(q.options), "created_by": organizer.name,
-                      "instructions_version": instructions.version}
-            if q.shape == "value":  # a question whose answers are values: open, its options the values named
-                record.update(shape="choice", open=True)
-            created_records.append(record)
-        records += created_records
-        for qid, values in adding.items():
-            for value in values:
-                op = {"type": "option_added", "question": qid, "option": value, "by": organizer.name,
-                      "at": at.isoformat()}
-                taken_id = _option_op_id(store, qid, value)
-                records.append(op if taken_id is None else {**op, "id": taken_id})
-            if qid not in linked:
-                linked.append(qid)
-        result.linked, result.created = linked, [q["id"] for q in created_records]
-        result.values_added = adding
-        question_records = {q["id"]: q for q in created_records}
+        decisions = Decisions(store, request, organizer.name, instructions.version, at)
+        result.new_subjects, result.new_relations = decisions.people(out)
+        linked, created = decisions.apply(out)
+        records += decisions.records()
+        result.linked, result.created = linked, created
+        result.values_added = decisions.adding
+        result.deduplicated = decisions.deduplicated
+        question_records = {q["id"]: q for q in decisions.created}
     else:
         linked = [q for q in questions_to_read
                   if (store.execute("SELECT status FROM questions WHERE id = ?", [q]).fetchone() or [""])[0] == "active"]

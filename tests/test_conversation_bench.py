@@ -1,0 +1,273 @@
+"""bench/conversations.py (LongMemEval questions, issue 37) end to end on a tiny hand-written fixture.
+
+tests/data/longmemeval_tiny holds four questions in LongMemEval's form: a gym time that changed
+(6 pm, then 7 am) asked now and "previously", a question the sessions never answer (`_abs`), and a
+single-session fact. With ``--reader oracle`` no model runs; the model systems run through the
+scripted loopback server (tests/llm_server.py), whose "model" answers from what each system put in
+its prompt, so a system's score follows from what it kept. The scoring rules are checked against
+values worked out by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llm_server import FakeChatServer
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "conversations.py"
+TINY = Path(__file__).resolve().parent / "data" / "longmemeval_tiny"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("conversations_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def run_json(bench, capsys, *args) -> dict:
+    assert bench.main(["--data", str(TINY), "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def by_id(report: dict, system: str) -> dict:
+    return {r["id"]: r for r in report["results"] if r["system"] == system}
+
+
+def row(report: dict, system: str, category: str) -> dict:
+    return next(r for r in report["rows"] if r["system"] == system and r["category"] == category)
+
+
+# ----------------------------------------------------------------------------- scoring by hand
+def test_normalise_follows_locomo(bench):
+    assert bench.normalise("The 7 A.M. class, and the gym!") == "7 am class gym"  # punctuation deleted, not spaced
+    assert bench.normalise("  Kansas  City’s BBQ ") == "kansas citys bbq"
+
+
+def test_containment_is_word_for_word(bench):
+    assert bench.contains("I go at 7 am, before work", "7 am")
+    assert not bench.contains("I go at 17 am", "7 am")  # "17" is not "7"
+    assert bench.contains("Yes, I have", "Yes. (You have a road bike too.)")  # the gold without its remark
+    assert bench.gold_forms("Yes. (You have a road bike too.)") == ["yes you have road bike too", "yes"]
+
+
+def test_token_f1_by_hand(bench):
+    # prediction "7 am before work" against "7 am": precision 2/4, recall 2/2, F1 = 2·0.5·1 / 1.5
+    assert bench.token_f1("7 am before work", "7 am") == pytest.approx(2 / 3)
+    assert bench.token_f1("Denver", "Denver") == 1.0
+    assert bench.token_f1("Boulder", "Denver") == 0.0
+
+
+def test_abstention_is_right_only_where_the_answer_is_absent(bench):
+    records = {r.id: r for r in bench.load_records(TINY)}
+    absent, answerable = records["tiny_gym_abs"], records["tiny_gym"]
+    assert bench.is_abstention("I don't know.") and bench.is_abstention(None) and not bench.is_abstention("7 am")
+    assert bench.judge(absent, "I don't know", True) == {"correct": True, "value_right": False, "f1": None}
+    assert bench.judge(absent, "6 pm", False)["correct"] is False
+    assert bench.judge(answerable, "I don't know", True) == {"correct": False, "value_right": False, "f1": 0.0}
+    assert bench.judge(answerable, "at 7 am", False) == {"correct": True, "value_right": True, "f1": pytest.approx(0.8)}
+
+
+def test_confidence_scores_by_hand(bench):
+    confidence, right = np.array([0.9, 0.8, 0.3, 0.1]), np.array([1.0, 1.0, 0.0, 1.0])
+    scores = bench.confidence_scores(confidence, right)
+    assert scores["acc_at_50"] == 1.0 and scores["acc_at_100"] == 0.75
+    assert scores["brier"] == pytest.approx((0.01 + 0.04 + 0.09 + 0.81) / 4)
+    assert scores["aurc"] == pytest.approx((0 + 0 + 1 / 3 + 1 / 4) / 4)  # error rate of the k most confident
+
+
+def test_records_load_from_a_folder_a_list_file_and_spread_over_categories(bench):
+    records = bench.load_records(TINY)
+    assert sorted(r.id for r in records) == ["tiny_gym", "tiny_gym_abs", "tiny_gym_prev", "tiny_sister"]
+    assert [r.id for r in bench.load_records(TINY / "2_tiny_gym.json")] == ["tiny_gym", "tiny_gym_prev"]
+    assert {r.category for r in bench.spread(records, 2)} == {"knowledge-update", "single-session-user"}
+    gym = next(r for r in records if r.id == "tiny_gym")
+    # a turn is dated by its session, plus its index in seconds (the order within a session)
+    assert [t.at.isoformat() for t in gym.user_turns[:2]] == ["2023-03-02T18:40:00+00:00", "2023-03-02T18:40:02+00:00"]
+
+
+def test_a_question_dated_before_its_last_turn_is_asked_after_it(bench):
+    raw = json.loads((TINY / "1_tiny_sister.json").read_text())
+    assert bench.to_record(raw).asked_at == bench.parse_date("2023/04/20 (Thu) 12:00")  # after the haystack: as is
+    raw["question_date"] = "2023/04/18 (Tue) 08:00"  # the same day as the session, hours before it
+    moved = bench.to_record(raw)
+    assert moved.asked_at > max(t.at for t in moved.turns) and moved.asked_at.date() == moved.date.date()
+
+
+# ----------------------------------------------------------------------------- no model: the oracle reader
+def test_oracle_reader_mode_needs_no_model(bench, capsys, tmp_path, monkeypatch):
+    for name in ("DOXA_READER_URL", "DOXA_ORGANIZER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    report = run_json(bench, capsys, "--reader", "oracle", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert (tmp_path / "report.md").exists() and (tmp_path / "risk_coverage.png").exists()
+    assert {r["system"] for r in report["rows"]} == {"doxa-oracle-reader", "latest-oracle"}
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 8  # each answer as it came
+
+    latest = by_id(results, "latest-oracle")
+    # the newest evidence wins: right now, wrong about the earlier value, abstains where nothing is said
+    assert latest["tiny_gym"]["correct"] and not latest["tiny_gym_prev"]["correct"]
+    assert latest["tiny_gym_abs"]["correct"] and latest["tiny_sister"]["correct"]
+    assert row(report, "latest-oracle", "knowledge-update")["accuracy"] == pytest.approx(2 / 3)
+    assert row(report, "latest-oracle", "single-session-user")["accuracy"] == 1.0
+
+    doxa = by_id(results, "doxa-oracle-reader")
+    assert doxa["tiny_gym"]["value_right"] and 0.5 < doxa["tiny_gym"]["confidence"] < 1.0  # the newer value on top
+    assert doxa["tiny_gym_prev"]["when"] == "previous" and doxa["tiny_gym_prev"]["correct"]  # from history
+    assert doxa["tiny_gym_abs"]["abstained"] and doxa["tiny_gym_abs"]["correct"]
+    assert doxa["tiny_sister"]["correct"]
+    ku = row(report, "doxa-oracle-reader", "knowledge-update")
+    assert ku["abstain_correct"] == 1.0 and ku["calls"] == 0 and ku["unscorable"] == 0
+    assert ku["acc_at_50"] == 1.0 and ku["aurc"] is not None
+
+
+def test_model_systems_are_refused_in_oracle_mode(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(TINY), "--reader", "oracle", "--systems", "rag"])
+    assert "runs no model" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the scripted model
+TIME = re.compile(r"\b\d{1,2} ?[ap]m\b")
+
+
+def scripted(system: str, prompt: str):
+    """A "model" that answers from its prompt: the fact memory's extractions, and answers that take
+    the newest time in the context (the first for "previously"); None for any other request."""
+    if "keep a memory of facts" in system:
+        message = prompt.split("New message", 1)[1]
+        times = TIME.findall(message)
+        if "gym" in message and times:
+            stored = re.search(r"^(\d+)\. .*gym", prompt, re.MULTILINE)
+            fact = f"The user goes to the gym at {times[-1]}."
+            return f"UPDATE {stored.group(1)}: {fact}" if stored else f"ADD: {fact}"
+        return "ADD: The user's sister Emily lives in Denver." if "Denver" in message else "NONE"
+    if "answer a question about the user" in system:
+        context, _, question = prompt.rpartition("Question:")
+        if "gym" in question:
+            times = TIME.findall(context)
+            return (times[0] if "previously" in question else times[-1], 0.8) if times else "I don't know"
+        if "sister" in question:
+            return ("Denver", 0.95) if "Denver" in context else "I don't know"
+        return "I don't know", 0.9
+    return None
+
+
+def test_baselines_through_the_scripted_model(bench, capsys, tmp_path):
+    with FakeChatServer(answerer=scripted) as server:
+        report = run_json(bench, capsys, "--url", server.url, "--systems", "full-context,full-user,rag,latest-fact",
+                          "--out", str(tmp_path))
+        answers = server.requests_of("answer")
+    results = json.loads((tmp_path / "results.json").read_text())
+    for system in ("full-context", "full-user", "rag"):  # everything said is in their prompt
+        assert row(report, system, "knowledge-update")["accuracy"] == 1.0, system
+        assert row(report, system, "single-session-user")["accuracy"] == 1.0, system
+        assert row(report, system, "knowledge-update")["calls"] == 1.0
+    facts = by_id(results, "latest-fact")
+    # newest wins: the 6 pm fact was replaced by 7 am, so the earlier value is lost
+    assert facts["tiny_gym"]["correct"] and not facts["tiny_gym_prev"]["correct"]
+    assert facts["tiny_gym_prev"]["answer"] == "7 am" and facts["tiny_gym"]["facts"] == 1
+    assert facts["tiny_gym_abs"]["abstained"] and facts["tiny_gym_abs"]["correct"]
+    assert facts["tiny_gym"]["ingest"]["calls"] == 4 and facts["tiny_gym"]["at_question"]["calls"] == 1  # 4 user turns
+    assert by_id(results, "rag")["tiny_gym"]["retrieved_has_answer"] == 2 and row(report, "rag", "knowledge-update")["k"] == 5
+    # the answer's probability is the confidence; "I don't know" names no value (0)
+    full = by_id(results, "full-user")
+    assert full["tiny_gym"]["confidence"] == pytest.approx(0.8) and full["tiny_gym_abs"]["confidence"] == 0.0
+    assert row(report, "full-user", "knowledge-update")["acc_at_100"] == pytest.approx(2 / 3)
+    assert row(report, "full-user", "knowledge-update")["prompt_tokens"] > 0
+    assert all(r["body"]["temperature"] == 0 for r in answers)
+
+
+def test_full_context_is_cut_from_the_oldest_end_and_says_so(bench, capsys, tmp_path):
+    with FakeChatServer(answerer=scripted) as server:
+        report = run_json(bench, capsys, "--url", server.url, "--systems", "full-context", "--context-tokens", "420",
+                          "--out", str(tmp_path))
+    results = by_id(json.loads((tmp_path / "results.json").read_text()), "full-context")
+    assert results["tiny_gym"]["truncated"] and row(report, "full-context", "knowledge-update")["truncated"] == 3
+    assert results["tiny_gym"]["correct"]  # the newest session is kept
+    assert not results["tiny_gym_prev"]["correct"]  # the older one, with 6 pm, was cut
+
+
+# ----------------------------------------------------------------------------- doxa through the scripted model
+_TURN = re.compile(r"^<turn (\d+)>\n(.*?)\n</turn \1>$", re.MULTILINE | re.DOTALL)
+NOTHING = {"links": [], "new_values": [], "new_questions": [], "new_subjects": [], "new_relations": []}
+
+
+def value_of(text: str) -> tuple[str, str, str] | None:
+    """(kind, question text, value) of a turn that states the gym time or the sister's city."""
+    times = TIME.findall(text)
+    if "gym" in text and times:
+        return "gym_time", "What time do I go to the gym?", times[-1]
+    if "Denver" in text:
+        return "sister_city", "Which city does my sister live in?", "Denver"
+    return None
+
+
+def window_script(message: str, prompt: str) -> dict:
+    """The organizer over a window of turns: a turn stating a value proposes its question, or adds its
+    value to the question when that is shown."""
+    turns = _TURN.findall(prompt)
+    if not turns:
+        return NOTHING
+    out = []
+    for n, text in turns:
+        found = value_of(text)
+        if found is None:
+            continue
+        kind, question, value = found
+        entry = {"turn": int(n), "links": [], "new_values": [], "new_questions": []}
+        if re.search(rf"^- me\.{kind} \(about me, open\)", prompt, re.MULTILINE):
+            entry["new_values"].append({"question": f"me.{kind}", "value": value})
+        else:
+            entry["new_questions"].append({"subject": "me", "kind": kind, "text": question, "shape": "value",
+                                           "options": [value]})
+        out.append(entry)
+    return {"turns": out, "new_subjects": [], "new_relations": []}
+
+
+def propose_script(prompt: str) -> dict:
+    """The options of a question made at question time: the values the kept messages shown name, newest first."""
+    question = prompt.split("\n", 1)[0]
+    kept = prompt.split("Kept messages", 1)[1]
+    if "gym" in question:
+        return {"kind": "gym_time", "text": "What time does the user go to the gym?",
+                "options": list(dict.fromkeys(TIME.findall(kept)))}
+    if "sister" in question:
+        return {"kind": "sister_city", "text": "Which city does the user's sister live in?",
+                "options": ["Denver"] if "Denver" in kept else []}
+    # a small model's slip: the gym's times offered for the pool
+    return {"kind": "pool_time", "text": "What time does the user go to the swimming pool?",
+            "options": list(dict.fromkeys(TIME.findall(kept))) or ["6 am"]}
+
+
+def test_doxa_eager_and_lazy_through_the_scripted_model(bench, capsys, tmp_path):
+    from llm_server import answer_model
+
+    rules = {"7 am": "7 am", "6 pm": "6 pm", "denver": "Denver"}
+    with FakeChatServer(rules, organizer=answer_model(propose=propose_script, otherwise=window_script),
+                        answerer=scripted) as server:
+        report = run_json(bench, capsys, "--url", server.url, "--systems", "doxa,doxa-lazy", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())
+    for system in ("doxa", "doxa-lazy"):
+        answers = by_id(results, system)
+        assert not any(r["error"] for r in answers.values()), system
+        gym = answers["tiny_gym"]
+        assert gym["value_right"] and gym["confidence"] > max(a["p"] for a in gym["alternatives"]), system
+        assert answers["tiny_gym_prev"]["when"] == "previous" and answers["tiny_gym_prev"]["value_right"], system
+        assert answers["tiny_sister"]["value_right"], system
+    eager, lazy = by_id(results, "doxa"), by_id(results, "doxa-lazy")
+    # eager organizes and reads at ingest; lazy keeps every turn with no call, and works at question time
+    assert eager["tiny_gym"]["ingest"]["calls"] > 0 and eager["tiny_gym"]["conversation"]["readings"] > 0
+    assert all(r["ingest"]["calls"] == 0 for r in lazy.values())
+    assert lazy["tiny_gym"]["at_question"]["calls"] > 0 and lazy["tiny_gym"]["created"]
+    assert row(report, "doxa-lazy", "knowledge-update")["ingest_calls"] == 0
