@@ -225,3 +225,17 @@ def test_cli_answer_json_and_help(tmp_path, server, env):
     assert helped.exit_code == 0 and "--subject" in helped.stdout and "question in words" in helped.stdout
     refused = runner.invoke(app, ["ask", "What is Maya's job?", "--subject", "maya", "--db", db])
     assert refused.exit_code == 1 and "--options" in refused.stderr
+
+
+def test_a_lone_weak_match_is_confirmed_by_the_model_before_it_answers(jobs, server):
+    jobs.answer("What is my current job?", at=ASKED, **clients(server))  # the user's only question: me.job
+    server.script.calls.clear()
+    # of "walk", "river", "job", "interview" only "job" is in me.job's text or kind: the model is asked,
+    # says none, and the question goes the way of one no tracked question asks (options proposed)
+    result = jobs.answer("Where did I walk by the river after the job interview?", at=ASKED, **clients(server))
+    assert [request for request, _ in server.script.calls] == ["choose", "propose"]
+    assert result.found_by != "search"
+    # a lone match that shares the question's words is taken by search alone, the model not asked
+    server.script.calls.clear()
+    again = jobs.answer("What is my job now?", at=ASKED, **clients(server))
+    assert (again.question, again.found_by) == ("me.job", "search") and server.script.calls == []

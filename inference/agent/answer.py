@@ -8,9 +8,11 @@
 2. **Which tracked question it asks.** The subjects' questions are ranked by the question's words
    over their texts, kinds and evidence (:func:`doxa.data.question_ranking.rank_questions`, what
    `doxa context` ranks with). A clear best match is taken. When the next ones score within
-   :data:`MARGIN` of it, the organizer's model picks among them (or none) — the only time a
-   model is asked about a question that exists; with no model the best match is taken and the
-   result says what was skipped.
+   :data:`MARGIN` of it, or a lone best shares fewer than :data:`MIN_SHARED_WORDS` of the
+   question's words (a subject's only question shares a word with nearly anything asked about
+   the subject), the organizer's model picks among them (or none) — the only times a model is
+   asked about a question that exists; with no model the best match is taken and the result
+   says what was skipped.
 3. **Otherwise a new question**, made as `doxa ask` makes one (:func:`doxa.inference.agent.ask.ask`):
    the model proposes its options from the kept messages that bear on it (the values they name),
    the question is open where the store has open questions, and the reader reads the messages.
@@ -36,7 +38,7 @@ from typing import Any
 
 from doxa.data import question_ranking, search, subject_match
 from doxa.data.errors import StoreError
-from doxa.data.models import UNLISTED
+from doxa.data.evidence import UNLISTED
 from doxa.data.text import words
 from doxa.data.times import utc_now
 
@@ -61,6 +63,9 @@ NOT_A_TIME = frozenset({"first name", "first names", "before tax", "prior art"})
 MARGIN = 0.25
 #: At most this many close questions are shown to the model.
 MAX_CHOICES = 5
+#: A lone best match whose text and kind share fewer than this share of the question's words is a guess:
+#: a subject's only question shares a word with nearly anything asked about the subject.
+MIN_SHARED_WORDS = 0.5
 
 NO_MODEL = ("configure one with DOXA_ORGANIZER_URL or DOXA_READER_URL, docs/readers.md; or track the question "
             "yourself: `doxa ask QUESTION --subject S --options A,B`")
@@ -220,7 +225,7 @@ def _find_question(store, text: str, terms: list[str], subjects: list[str], at: 
         return None, None
     best = ranked[0]
     close = [r for r in ranked[1:MAX_CHOICES] if r["score"] >= (1.0 - MARGIN) * best["score"]]
-    if not close:
+    if not close and (model is None or _shared_words(best, terms) >= MIN_SHARED_WORDS):
         return best["id"], "search"
     if model is None:
         skipped.append(f"telling apart {len(close) + 1} questions that match about as well "
@@ -231,6 +236,13 @@ def _find_question(store, text: str, terms: list[str], subjects: list[str], at: 
                   for r in [best, *close]]
     chosen = model.choose(text, candidates)
     return (chosen, "model") if chosen is not None else (None, None)
+
+
+def _shared_words(ranked: dict[str, Any], terms: list[str]) -> float:
+    """The share of the question's search terms found among a ranked question's text and kind words
+    (a weak lone match goes to the model, which may say it asks something else)."""
+    own = set(words(f"{ranked.get('text') or ''} {ranked.get('kind') or ''}".replace("_", " ")))
+    return sum(t in own for t in terms) / len(terms)
 
 
 def _unanswered(text: str, subjects: list[str], asked_at: datetime, when: str, skipped: list[str],
