@@ -11,8 +11,8 @@ standard deviation over seeds. Prints a Markdown table.
 
     python bench/crowd.py [--data DIR] [--seeds 5] [--sets bluebirds,rte,temp,adult] [--json out.json]
 
-The data are not part of the repository: ``--data`` names the folder (``$DOXA_CROWD_DATA``, else
-``../shared/data/crowd`` beside the checkout), laid out as that folder's README says
+The data are not part of the repository: ``--data`` (or ``$DOXA_CROWD_DATA``) names the folder,
+laid out as its README says
 (``bluebirds/``, ``snow2008/<set>.standardized.tsv``, ``adult/``).
 
 Adult is sparse (gold for 333 of 11,040 items): every item is a question, 20% of the gold
@@ -34,16 +34,16 @@ SENT_AT = "2026-01-05T12:00:00Z"
 
 
 def crowd_data(path: str | Path | None = None) -> Path:
-    """The crowd data folder: ``path``, else ``$DOXA_CROWD_DATA``, else ``../shared/data/crowd`` beside
-    the checkout. Raises ``FileNotFoundError`` saying how to point at it."""
+    """The crowd data folder: ``path``, else ``$DOXA_CROWD_DATA``. Raises ``FileNotFoundError`` saying how
+    to point at it."""
     import os
 
-    chosen = path or os.environ.get("DOXA_CROWD_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd"
-    chosen = Path(chosen)
-    if not chosen.is_dir():
-        raise FileNotFoundError(f"no crowd data at {chosen}: pass --data DIR (or set DOXA_CROWD_DATA) to the folder "
-                                "holding bluebirds/, snow2008/ and adult/")
-    return chosen
+    chosen = path or os.environ.get("DOXA_CROWD_DATA")
+    if not chosen or not Path(chosen).is_dir():
+        where = f"no crowd data at {chosen}" if chosen else "no crowd data folder given"
+        raise FileNotFoundError(f"{where}: pass --data DIR (or set DOXA_CROWD_DATA) to the folder holding "
+                                "bluebirds/, snow2008/ and adult/")
+    return Path(chosen)
 
 
 def load_set(name: str, data: str | Path | None = None) -> tuple[list[tuple[str, str, str]], dict[str, str], list[str]]:
@@ -172,8 +172,7 @@ def run_one(name: str, seed: int, fit_options: dict, data: str | Path | None = N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=None, help="the crowd data folder (default $DOXA_CROWD_DATA, else "
-                                                     "../shared/data/crowd beside the checkout)")
+    parser.add_argument("--data", default=None, help="the crowd data folder (default $DOXA_CROWD_DATA)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--sets", default="bluebirds,rte,temp", help="comma-separated: bluebirds, rte, temp, adult")
     parser.add_argument("--confusion", default="auto", choices=("auto", "on", "off"))

@@ -6,7 +6,7 @@ by more than noise" is one binomial standard error on accuracy's side, and none 
 (majority vote's probabilities are vote shares, far from calibrated).
 
 The real sets (Bluebirds, TEMP, RTE) are not in the repository: they are read from
-``$DOXA_CROWD_DATA`` or ``../shared/data/crowd`` where that exists. The small set in
+the folder ``$DOXA_CROWD_DATA`` names, where it is set. The small set in
 tests/data/crowd (60 items, 7 workers: three careful, two sloppy, two who say "1" nine times in
 ten) holds the line everywhere, CI included. Adult (92,721 labels) takes minutes and is left to
 the benchmark (docs/bench.md).
