@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import answers_text, emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory
+from doxa.cli.common import answers_text, emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, parse_at
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, limit_option
 
@@ -55,25 +55,13 @@ def history(
     """The top answer and its probability after each change of evidence, and when the top answer changed."""
     from doxa.inference.agent import tools
 
-    start_at, end_at = _at("--from", start), _at("--to", end)
+    start_at, end_at = parse_at(start, "--from"), parse_at(end, "--to")
     mem = open_memory(db)
     found = guarded(lambda: tools.history(mem, question, start_at, end_at, act_at))
     if as_json:
         emit_json(found)
         return
     render_history(found)
-
-
-def _at(option: str, value: Optional[str]):
-    """``--from`` / ``--to`` parsed as ``--at`` is; a bad time is a command-line mistake naming the option."""
-    if value is None:
-        return None
-    from doxa.data.times import parse_time
-
-    try:
-        return parse_time(value)
-    except ValueError as err:
-        fail(f"{option}: {err}", 2)
 
 
 def render_answer(found: dict) -> None:

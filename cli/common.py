@@ -193,7 +193,8 @@ def json_lines(handle) -> Iterator[tuple[int, Any, Optional[str]]]:
             yield number, None, "nested too deeply to read: one flat JSON object a line"
 
 
-def parse_at(at: Optional[str]) -> Optional[datetime]:
+def parse_at(at: Optional[str], option: str = "--at") -> Optional[datetime]:
+    """A time option's value parsed (None stays None); a bad time is a command-line mistake naming ``option``."""
     if at is None:
         return None
     from doxa.data.times import parse_time
@@ -201,7 +202,7 @@ def parse_at(at: Optional[str]) -> Optional[datetime]:
     try:
         return parse_time(at)
     except ValueError as err:
-        fail(f"--at: {err}", 2)
+        fail(f"{option}: {err}", 2)
 
 
 def guarded(fn: Callable[[], Any]) -> Any:
