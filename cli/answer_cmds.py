@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from doxa.cli.common import answers_text, emit_json, fail, guarded, markup_safe as _e, memory_at, open_memory, parse_at
+from doxa.cli.common import answers_text, emit_json, guarded, markup_safe as _e, memory_at, open_memory, parse_at
 from doxa.cli.console import console
 from doxa.cli.options import AtOption, DbOption, JsonOption, act_at_option, limit_option
 
