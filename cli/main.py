@@ -15,8 +15,8 @@ from typing import Any
 import typer
 from typer.core import _click  # typer's own copy of click: its exceptions are these
 
-from doxa.cli import answer_cmds, belief_cmds, bench_cmds, context_cmds, feedback_cmds, mcp_cmd, organizer_cmds, \
-    remember_cmds, train_cmds
+from doxa.cli import answer_cmds, belief_cmds, bench_cmds, context_cmds, feedback_cmds, forget_cmds, mcp_cmd, \
+    organizer_cmds, remember_cmds, tokens_cmds, train_cmds, transfer_cmds
 from doxa.cli.common import check_arguments, fail, report_uncaught, set_json_mode
 from doxa.cli.options import Commands, Group, flag
 
@@ -89,7 +89,7 @@ def _root(
 # Each command module imports only typer and doxa.cli.common at import time; what the
 # commands need beyond that loads inside them.
 for _commands in (belief_cmds, train_cmds, bench_cmds, context_cmds, answer_cmds, organizer_cmds, remember_cmds,
-                  feedback_cmds, mcp_cmd):
+                  feedback_cmds, forget_cmds, transfer_cmds, mcp_cmd, tokens_cmds):
     _commands.register(app)
 
 

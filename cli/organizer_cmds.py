@@ -2,15 +2,18 @@
 `organizer-instructions`.
 
 `merge`, `split`, `add-option`, `open` and `undo` record an organizer operation on the questions (and
-`ops` lists them);
+`ops` lists them; `ops --proposed`, `ops apply ID` and `ops dismiss ID` review the merges and splits that
+`organize --maintain`, through :func:`maintain` here, proposes);
 `replay` rebuilds a store under another set of questions; `organizer-instructions` shows and
-versions the text the organizer follows. Registered by cli/main.py through :func:`register`.
+versions the text the organizer follows, and lists the cases its decisions are judged by (`cases`).
+Registered by cli/main.py through :func:`register`.
 Every import beyond typer and doxa.cli happens inside a command, so `doxa belief` starts no
 slower for them.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Optional
 
@@ -26,7 +29,8 @@ ByOption = by_option("Who does this (recorded with the operation).")
 
 #: `doxa organizer-instructions …`: the organizer's instructions, one sub-command per verb.
 instructions = Commands(help="The organizer's instructions: a versioned text in the store (show, set, "
-                             "history, diff, rollback).", no_args_is_help=True)
+                             "history, diff, rollback), and the cases that show its mistakes (cases).",
+                        no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -153,13 +157,30 @@ def undo(
 
 
 def ops(
+    action: Optional[str] = typer.Argument(
+        None, metavar="ACTION", help="apply or dismiss: decide one of maintenance's proposals "
+                                     "(`doxa ops --proposed` lists them). Leave out to list the operations done."),
+    proposal: Optional[str] = typer.Argument(None, metavar="ID", help="With apply or dismiss: the proposal's id."),
+    proposed: bool = flag(False, "--proposed", "List maintenance's proposals (`doxa organize --maintain`) "
+                                               "instead of the operations done."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
-    """Every organizer operation (merge, split, option_added, open, undo): who, when, and whether it was undone."""
+    """Every organizer operation (merge, split, option_added, open, undo): who, when, and whether it was undone.
+
+    `--proposed` lists maintenance's proposals; `doxa ops apply ID` applies one, `doxa ops dismiss ID` dismisses it."""
     from doxa.data.question_ops import operations
 
+    if action is not None or proposal is not None:
+        if action not in ("apply", "dismiss") or proposal is None or proposed:
+            fail("write `doxa ops apply ID` or `doxa ops dismiss ID` (ids from `doxa ops --proposed`), "
+                 "or `doxa ops` alone for the operations done", 2)
+        _decide(action, proposal, db, as_json)
+        return
     mem = open_memory(db)
+    if proposed:
+        _show_proposals(mem, as_json)
+        return
     found = operations(mem.store)
     if as_json:
         emit_json(found)
@@ -177,6 +198,102 @@ def ops(
         table.add_row(_e(o["id"]), o["op"], _e(what), _e(o["by"]), f"{o['at']:%Y-%m-%d %H:%M}",
                       "yes" if o["undone"] else "")
     console().print(table)
+
+
+# ---------------------------------------------------------------------------- maintenance's proposals
+def _proposal_line(p) -> str:
+    record = p.record
+    if p.op == "question_merge":
+        what = f"merge {record['from']} into {record['into']}"
+    else:
+        what = f"split {record['question']} into " + ", ".join(q["id"] for q in record["into"])
+    return what
+
+
+def _show_proposals(mem, as_json: bool) -> None:
+    from doxa.inference.agent.maintenance import proposals
+
+    found = proposals(mem)
+    if as_json:
+        emit_json([p.to_dict() for p in found])
+        return
+    if not found:
+        typer.echo("No proposals: `doxa organize --maintain` looks for duplicate questions and questions to split.")
+        return
+    waiting = sum(p.status == "proposed" for p in found)
+    con = console()
+    con.print(f"{len(found)} proposal(s), {waiting} waiting for a decision:")
+    for p in found:
+        _print_proposal(con, p, p.status + (", undone since" if p.undone else ""))
+    if waiting:
+        con.print("`doxa ops apply ID` applies one (`doxa undo OP` reverses it); `doxa ops dismiss ID` dismisses it.")
+
+
+def _print_proposal(con, p, status: str) -> None:
+    con.print(f"[bold]{_e(p.id)}[/]  score {p.score:.2f}  {status}: {_e(_proposal_line(p))}")
+    for reason in p.reasons:
+        con.print(f"  · {_e(reason)}")
+
+
+def _decide(action: str, pid: str, db: Optional[str], as_json: bool) -> None:
+    """`doxa ops apply ID` / `doxa ops dismiss ID`."""
+    from doxa.inference.agent import maintenance
+
+    mem = open_memory(db)
+    if action == "dismiss":
+        found = guarded(lambda: maintenance.dismiss(mem, pid))
+        if as_json:
+            emit_json(found.to_dict())
+        else:
+            typer.echo(f"Dismissed {printable(pid)}: maintenance will not propose it again.")
+        return
+    done = guarded(lambda: maintenance.apply(mem, pid))
+    _show_applied(mem, [done], as_json)
+
+
+def _show_applied(mem, applied: list[dict], as_json: bool) -> None:
+    """What applying proposals did, and the beliefs of the questions it left active."""
+    shown = []
+    for done in applied:
+        record = done["record"]
+        qids = ([record["into"]] if record["type"] == "question_merge" else [q["id"] for q in record["into"]])
+        active = [q for q in qids if _active(mem, q)]
+        shown.append((done, mem.beliefs(question_ids=active) if active else []))
+    if as_json:  # one proposal (`doxa ops apply ID`)
+        done, beliefs = shown[0]
+        emit_json(dict(done, beliefs=[b.to_dict() for b in beliefs]))
+        return
+    con = console()
+    for done, beliefs in shown:
+        con.print(f"Applied {_e(done['proposal'])} (operation [bold]{_e(done['op'])}[/]; "
+                  f"`doxa undo {_e(done['op'])}` reverses it).")
+        for b in beliefs:
+            con.print(f"  {_e(b.question)}: {_e(answers_text(b.answers))}" + ("" if b.act else "  [yellow]ask[/]"))
+
+
+def maintain(db: Optional[str], as_json: bool, apply_above: Optional[float]) -> None:
+    """`doxa organize --maintain [--apply-above P]`: propose merges and splits by rule (no model), and apply
+    those scoring at least P."""
+    from doxa.inference.agent.maintenance import maintain as run
+
+    mem = open_memory(db)
+    result = guarded(lambda: run(mem, apply_above=apply_above))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    con = console()
+    if not result.proposed and not result.applied:
+        con.print("Nothing to propose: no duplicate questions, no answers that keep being true together"
+                  + (f" ({len(result.decided)} found again, decided before)." if result.decided else "."))
+    for p in result.proposed:
+        _print_proposal(con, p, "new" if p.id in result.new else "proposed before")
+    if result.applied:
+        _show_applied(mem, result.applied, False)
+    for item in result.not_applied:
+        con.print(f"[yellow]Not applied {_e(item['id'])}[/]: {_e(item['error'])}")
+    if result.proposed:
+        con.print("Review: `doxa ops --proposed`; `doxa ops apply ID` applies one (`doxa undo OP` reverses it), "
+                  "`doxa ops dismiss ID` dismisses it.")
 
 
 def replay(
@@ -394,3 +511,27 @@ def roll_back_instructions(version: int = typer.Argument(..., help="The version 
         typer.echo(f"Rolled back: version {found.version} has the text of version {version}.")
     else:
         typer.echo(f"Unchanged: the current version already has the text of version {version}.")
+
+
+@instructions.command("cases")
+def instructions_cases(db: Optional[str] = DbOption, as_json: bool = JsonOption):
+    """The organizer's mistakes as cases: what people, the world and the checkers said after it, each with
+    the decision it concerns and the decision expected (docs/organizer.md, "Mistakes collected")."""
+    from doxa.inference.agent.organizer_memory import cases
+
+    mem = open_memory(db)
+    found = guarded(lambda: cases(mem.store))
+    if as_json:
+        emit_json([c.to_dict() for c in found])
+        return
+    if not found:
+        typer.echo("No cases: nothing the organizer decided was merged, split, undone, withdrawn or dismissed, "
+                   "and no checker found a mistake.")
+        return
+    con = console()
+    con.print(f"{len(found)} case(s):")
+    for c in found:
+        decision = f"decision {c.decision[:12]}" if c.decision else "no decision kept"
+        con.print(f"[bold]{_e(c.id)}[/]  {c.source}, {decision}: {_e(c.observed)}")
+        con.print(f"  expected: {_e(json.dumps(c.expected, ensure_ascii=False))}"
+                  + (f"  messages: {_e(', '.join(c.messages))}" if c.messages else ""))

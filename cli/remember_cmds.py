@@ -167,11 +167,26 @@ def _remember_conversation(mem, sessions, keep_only: bool, window: int, as_json:
 
 def organize(
     limit: int = limit_option(0, min=0, help="Process at most this many pending messages (0: all)."),
+    maintain: bool = flag(False, "--maintain", "Only maintenance instead: propose merges of duplicate questions "
+                                               "and splits of questions whose answers keep being true together "
+                                               "(by rule, no model; `doxa ops --proposed` lists them)."),
+    apply_above: Optional[float] = typer.Option(
+        None, "--apply-above", min=0.0, max=1.0, help="With --maintain: apply the proposals scoring at least this."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
-    """Finish the messages `remember` kept pending: organize them, read them, print what changed."""
-    from doxa.cli.common import emit_json, guarded, open_memory
+    """Finish the messages `remember` kept pending: organize them, read them, print what changed.
+
+    `--maintain` proposes merges of duplicate questions and splits instead (by rule, no model)."""
+    from doxa.cli.common import emit_json, fail, guarded, open_memory
+
+    if maintain:
+        from doxa.cli.organizer_cmds import maintain as run_maintenance
+
+        run_maintenance(db, as_json, apply_above)
+        return
+    if apply_above is not None:
+        fail("--apply-above applies maintenance's proposals: give it with --maintain", 2)
     from doxa.data.remembered import count_pending
     from doxa.inference.agent.remember import organize_pending
 

@@ -313,6 +313,51 @@ class InstructionRecord(_Record):
         return value
 
 
+class ParamsRecord(_Record):
+    """A published parameter version (table ``params``), as ``doxa export`` writes it: the version's
+    number, when it was published and its document (:mod:`doxa.data.params_document`). Ingest writes
+    it as it stands, so an exported store reads with the versions it was trained to; a version already
+    stored with the same document is nothing new, with another one it is refused (versions are never
+    edited)."""
+
+    type: Literal["params"]
+    version: Int
+    created_at: Time | None = None
+    body: dict
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _created_at(cls, value):
+        return None if value is None else parse_time(value)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: int) -> int:
+        if not 1 <= value <= 2147483647:
+            raise FieldProblem(f"is {value}", "a parameter version is a whole number from 1 to 2147483647")
+        return value
+
+    @model_validator(mode="after")
+    def _document(self) -> "ParamsRecord":
+        from .params_document import ParamsDocument, ParamsDocumentError
+
+        try:
+            checked = ParamsDocument.from_dict(self.body)
+        except ParamsDocumentError as err:
+            raise ValueError(f"body: {err}") from None
+        if checked.version is not None and checked.version != self.version:
+            raise ValueError(f"body: its version is {checked.version}, the record's {self.version}: give the "
+                             "same number in both (or leave the body's out)")
+        return self
+
+    def stored_body(self) -> dict:
+        """The document as the store keeps it: its ``format`` and ``version`` filled in, as
+        :meth:`doxa.data.store.Store.publish_params` writes them."""
+        from .params_document import ParamsDocument
+
+        return dict(self.body, format=ParamsDocument.from_dict(self.body).format, version=self.version)
+
+
 Record = Annotated[
     Union[
         SubjectRecord,
@@ -324,6 +369,7 @@ Record = Annotated[
         SettlementRecord,
         RejectionRecord,
         InstructionRecord,
+        ParamsRecord,
     ],
     Field(discriminator="type"),
 ]
@@ -338,6 +384,7 @@ RECORD_TYPES: dict[str, type[_Record]] = {
     "settlement": SettlementRecord,
     "rejection": RejectionRecord,
     "instruction": InstructionRecord,
+    "params": ParamsRecord,
 }
 
 record_adapter: TypeAdapter = TypeAdapter(Record)

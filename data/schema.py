@@ -19,7 +19,7 @@ from .errors import StoreError
 from .evidence import mark_copies_sql
 from .session import transaction
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 
 
 def schema_sql() -> str:
@@ -95,6 +95,9 @@ MIGRATIONS: dict[str, tuple[str, str]] = {
         UPDATE readings SET unlisted = 0 WHERE unlisted IS NULL;
         ALTER TABLE readings ALTER COLUMN unlisted SET NOT NULL;
     """),
+    # Version 8: erasures (`doxa forget`, docs/formats.md), the organizer's kept decisions
+    # (organizer_decisions) and maintenance's proposals (proposed_ops). The tables come from schema.sql.
+    "7": ("8", ""),
 }
 
 
@@ -154,7 +157,8 @@ def migrate(con: duckdb.DuckDBPyConnection, path: str, version: str) -> None:
     with transaction(con):
         while version != SCHEMA_VERSION:
             version, sql = MIGRATIONS[version]
-            con.execute(sql)
+            if sql.strip():  # a step that only adds tables has none: schema.sql below makes them
+                con.execute(sql)
         con.execute(schema_sql())
         _seed_instructions(con)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION]).fetchall()

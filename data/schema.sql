@@ -156,6 +156,48 @@ CREATE TABLE IF NOT EXISTS organizer_ops (
     undone   BOOLEAN NOT NULL DEFAULT false
 );
 
+-- Maintenance's proposals (`doxa organize --maintain`, data/maintenance.py): an organizer operation
+-- found by rule, not yet done. record is the exact ingest record that applying it writes (JSON);
+-- reasons JSON; the id comes from the questions it is about, so a rerun never proposes it twice.
+CREATE TABLE IF NOT EXISTS proposed_ops (
+    id          VARCHAR PRIMARY KEY,
+    op          VARCHAR NOT NULL,     -- question_merge | question_split
+    record      VARCHAR NOT NULL,
+    reasons     VARCHAR NOT NULL,
+    score       DOUBLE NOT NULL,
+    proposed_at TIMESTAMP NOT NULL,
+    proposed_by VARCHAR NOT NULL,
+    status      VARCHAR NOT NULL DEFAULT 'proposed',   -- proposed | applied | dismissed
+    decided_at  TIMESTAMP
+);
+
+-- The organizer's decisions (data/organizer_decisions.py): one row per organizer call that was applied,
+-- keyed by the SHA-256 of its exact inputs (inference/agent/organizer_memory.py), so identical inputs
+-- are answered from here with no model call, and a decision can be replayed under other instructions.
+-- messages: the message ids decided (a window: its turns) — erasure deletes the rows naming one;
+-- request and output are JSON; created and linked: the questions applying the output made and bore on.
+CREATE TABLE IF NOT EXISTS organizer_decisions (
+    key                  VARCHAR PRIMARY KEY,
+    kind                 VARCHAR NOT NULL,      -- message | window
+    messages             VARCHAR[] NOT NULL,
+    instructions_version INTEGER,
+    organizer            VARCHAR NOT NULL,
+    model                VARCHAR NOT NULL,
+    settings             VARCHAR NOT NULL,      -- JSON: the decoding settings in the key
+    prompt               VARCHAR NOT NULL,      -- the request's prompt text, as sent
+    request              VARCHAR NOT NULL,      -- JSON: the request (text, source, subjects and questions shown)
+    shown                VARCHAR NOT NULL,      -- JSON: {"subjects": [ids], "questions": [ids]} shown
+    reply                VARCHAR,               -- the raw reply read (NULL: an organizer without HTTP)
+    output               VARCHAR NOT NULL,      -- JSON: the checked output applied
+    created              VARCHAR[] NOT NULL DEFAULT [],
+    linked               VARCHAR[] NOT NULL DEFAULT [],
+    calls                INTEGER NOT NULL,
+    prompt_tokens        INTEGER,
+    completion_tokens    INTEGER,
+    seconds              DOUBLE NOT NULL,
+    created_at           TIMESTAMP NOT NULL
+);
+
 -- Full-text index over messages: one row per (message, term), built at ingest (BM25 in SQL).
 CREATE TABLE IF NOT EXISTS message_terms (
     message VARCHAR NOT NULL,
@@ -217,4 +259,18 @@ CREATE TABLE IF NOT EXISTS belief_states (
     state          BLOB NOT NULL,       -- float64 values, one per option, bit for bit
     n_evidence     INTEGER NOT NULL,
     n_settled      INTEGER NOT NULL
+);
+
+-- Erasures (`doxa forget`): what was forgotten, when, by whom and why; never what it said. counts is
+-- JSON {table: rows removed}. rewritten: the store file was rewritten after it, so the removed
+-- bytes left the disk (false only when that rewrite failed: `doxa forget --rewrite` finishes it).
+CREATE TABLE IF NOT EXISTS erasures (
+    id         VARCHAR PRIMARY KEY,
+    kind       VARCHAR NOT NULL,      -- message | source | subject
+    target     VARCHAR NOT NULL,      -- the id forgotten
+    erased_at  TIMESTAMP NOT NULL,
+    erased_by  VARCHAR NOT NULL,
+    reason     VARCHAR,
+    counts     VARCHAR NOT NULL,
+    rewritten  BOOLEAN NOT NULL DEFAULT false
 );

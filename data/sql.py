@@ -30,8 +30,9 @@ def sql_literal(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         number = float(value)
-        # a bare 0.99999 is a DECIMAL to DuckDB: the cast keeps it the double it is
-        return f"{number!r}::DOUBLE" if math.isfinite(number) else f"'{number}'::DOUBLE"
+        # quoted: a bare 0.00022332116758564942 is a DECIMAL to DuckDB, and its cast to DOUBLE can round
+        # to a neighbouring double; a string is parsed straight to the nearest double (the one repr names)
+        return f"'{number!r}'::DOUBLE"
     if isinstance(value, datetime):
         return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
     if isinstance(value, str):

@@ -10,6 +10,7 @@ their lines; its checks share the file's maps of ids, and a split would pass the
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Mapping
 
@@ -24,6 +25,7 @@ from .operation_records import SettlementOption
 from .session import transaction
 from .sql import sql_literal
 from .text import fingerprint
+from .times import utc_now
 
 NEVER_EDITED = "records are never edited; use a new id"
 #: A probability a reading of an open question does not give: the option is not named (as one past its list's end).
@@ -175,8 +177,11 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                           "settlement of", eq)
     rejections = _dedupe(by.get("rejection", []), lambda r: (r.question, r.answer, r.at), problems,
                          "rejection of", eq)
+    params = _dedupe(by.get("params", []), lambda r: r.version, problems, "parameter version",
+                     lambda a, b: a.stored_body() == b.stored_body())
     others = {t: v for t, v in by.items() if t not in {
-        "subject", "source", "question", "message", "reading", "instruction", "relation", "settlement", "rejection"}}
+        "subject", "source", "question", "message", "reading", "instruction", "relation", "settlement", "rejection",
+        "params"}}
 
     # --- what the store already holds, for the ids this batch touches -------------------
     subject_records = by.get("subject", [])
@@ -229,11 +234,18 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                         for _, r in questions}
     question_open = {r.id: bool(stored_questions[r.id][5]) if r.id in stored_questions else r.open
                      for _, r in questions}
+    # the questions this file's splits create may be named by its other records (as `doxa export` writes a
+    # store whose new questions were read after the split); the split, run after them, refuses an id taken
+    for _, split in by.get("question_split", []):
+        for q in split.into:
+            question_options.setdefault(q.id, list(q.options))
+            question_open.setdefault(q.id, q.open)
     added_values = by.get("option_added", [])
     opened = by.get("question_opened", [])
     referenced_q = ({r.question for _, r in readings} | {r.question for _, r in settlements}
                     | {r.question for _, r in rejections} | {r.question for _, r in added_values}
                     | {r.question for _, r in opened}
+                    | {q for _, r in by.get("question_merge", []) for q in (r.into, r.from_)}
                     | {r.rests_on["question"] for _, r in instructions if r.rests_on}) - set(question_options)
     for qid, (options, _kind, _shape, is_open) in _existing(con, "questions", referenced_q,
                                                             "options, kind, shape, is_open").items():
@@ -242,7 +254,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     for _, r in opened:  # opened by this file (the operation itself checks that it may be)
         if r.question in question_open:
             question_open[r.question] = True
-    implied = _values_added(question_options, question_open, added_values, settlements)
+    implied = _values_added(question_options, question_open, added_values, settlements,
+                            by.get("question_merge", []), by.get("undo", []))
     known_q = lambda qid: _known(con, "questions", qid, set(question_options))  # noqa: E731
     known_s = lambda sid: _known(con, "subjects", sid, known_subjects)  # noqa: E731
     broken_questions = broken.get("question", set())
@@ -384,6 +397,8 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
         extra_writers.append((handler, items))
         handler.check(con, items, batch, problems)
 
+    new_params = _check_params(con, params, problems)
+
     if problems:
         raise IngestError(list(problems), total=problems.total)
     if warnings is not None:
@@ -468,6 +483,12 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "rests_on_answer": [r.rests_on["answer"] if r.rests_on else None for _, r in instructions]},
                 conflict="ON CONFLICT DO NOTHING")
         structure, by_ops = False, set()
+        if new_params:  # a new version: every kept state was computed under another one
+            counts["params"] = _insert(con, "params", {
+                "version": pa.array([r.version for _, r in new_params], pa.int32()),
+                "created_at": pa.array([r.created_at or utc_now() for _, r in new_params], pa.timestamp("us")),
+                "body": [json.dumps(r.stored_body()) for _, r in new_params]}, conflict="ON CONFLICT DO NOTHING")
+            structure = True
         for handler, items in extra_writers:
             for name, n in handler.write(con, items).items():
                 counts[name] = counts.get(name, 0) + n
@@ -490,23 +511,47 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
 
 
 def _values_added(question_options: dict[str, list[str]], question_open: dict[str, bool], added_values,
-                  settlements) -> list[tuple[int, SettlementOption]]:
+                  settlements, merges=(), undos=()) -> list[tuple[int, SettlementOption]]:
     """Extend ``question_options`` (in place) to each open question's options as the file leaves them:
     the values its ``option_added`` records add and the new values its settlements name, appended in
-    line order. Returns the settlements' additions, as option_added operations by the settlement's
-    ``by`` at its time (docs/formats.md, "settlement"). A value already listed is nothing new; an
-    addition to a closed or unknown question is left to the checks that refuse it."""
-    events = sorted([(line, r.question, r.option, None) for line, r in added_values]
-                    + [(line, r.question, r.answer, r) for line, r in settlements])
+    line order; a merge of two open questions appends the values of ``from`` that ``into`` does not map
+    (as :meth:`doxa.data.question_ops.OrganizerWriter._merge` does), and an undo in the file of one of
+    the file's own additions takes them off again. Returns the settlements' additions, as option_added
+    operations by the settlement's ``by`` at its time (docs/formats.md, "settlement"). A value already
+    listed is nothing new; an addition to a closed or unknown question is left to the checks that refuse
+    it (and :func:`_check_option_order` refuses a file whose operations leave another order)."""
+    events = sorted([(line, 0, r) for line, r in added_values] + [(line, 1, r) for line, r in settlements]
+                    + [(line, 2, r) for line, r in merges] + [(line, 3, r) for line, r in undos],
+                    key=lambda event: event[:2])
     implied = []
-    for line, qid, value, settled in events:
+    added: dict[str, tuple[str, list[str]]] = {}  # this file's operation id → (question, values it appended)
+    for line, kind, r in events:
+        if kind == 2:  # a merge: of two open questions, into lists the values of both
+            into, src = question_options.get(r.into), question_options.get(r.from_)
+            if into is None or src is None or not (question_open.get(r.into) and question_open.get(r.from_)):
+                continue
+            mapped = {o for o in src if o in into} | {o for o, n in (r.option_map or {}).items()
+                                                      if o in src and n in into}
+            values = [o for o in src if o not in mapped]
+            into.extend(values)
+            added[r.id] = (r.into, values)
+            continue
+        if kind == 3:  # an undo of one of this file's additions
+            qid, values = added.pop(r.op, (None, []))
+            options = question_options.get(qid)
+            if values and options is not None and options[-len(values):] == values:
+                del options[-len(values):]
+            continue
+        qid, value = (r.question, r.option) if kind == 0 else (r.question, r.answer)
         options = question_options.get(qid)
         if options is None or not question_open.get(qid) or value in options:
             continue
         options.append(value)
-        if settled is not None:
-            implied.append((line, SettlementOption(type="option_added", question=qid, option=value, by=settled.by,
-                                                   at=settled.at)))
+        if kind == 0:
+            added[r.op_id] = (qid, [value])
+        else:
+            implied.append((line, SettlementOption(type="option_added", question=qid, option=value, by=r.by,
+                                                   at=r.at)))
     return implied
 
 
@@ -524,6 +569,25 @@ def _check_option_order(con, question_options: dict[str, list[str]], read: dict[
                                               "that its readings name",
                                    "ingest the operations (merge, undo) in a file of their own first, then the "
                                    "readings", "probs") for qid in moved])
+
+
+def _check_params(con, params, problems: Problems) -> list:
+    """The parameter versions of the file that the store lacks; a version stored with another document
+    is refused (a version is never edited: what was read under it would change)."""
+    if not params:
+        return []
+    stored = dict(con.execute("SELECT version, body FROM params WHERE version IN (SELECT unnest(?::INTEGER[]))",
+                              [sorted(r.version for _, r in params)]).fetchall())
+    new = []
+    for line, r in params:
+        if r.version not in stored:
+            new.append((line, r))
+        elif json.loads(stored[r.version]) != r.stored_body():
+            problems.add(line, f"parameter version {r.version} is stored with another document",
+                         "versions are never edited: leave this record out, or ingest it into a store without "
+                         f"version {r.version} (`doxa export` of this store and `doxa ingest` into an empty one)",
+                         "body")
+    return new
 
 
 def _check_settlements(con, settlements, problems: Problems) -> None:

@@ -495,6 +495,27 @@ _HOME_VALUE = re.compile(r"\b(?:live at|moved to|living at|address is)\s+"
                          r"(\d+\s+[A-Z][\w ]*?(?:Street|Lane|Road|Avenue))", re.IGNORECASE)
 
 
+def diet_organizer(message: str, prompt: str) -> dict:
+    """A scripted organizer that links what it is shown and proposes what it is not (as a good organizer
+    would): a message about food is about ``maya.diet`` (created when not shown), a peanut makes an allergy
+    question, Leo is a new subject (Maya's brother)."""
+    text = message.lower()
+    out = {"links": [], "new_questions": [], "new_subjects": [], "new_relations": []}
+    if any(w in text for w in ("vegetarian", "fish", "meat")):
+        if "maya.diet" in prompt:
+            out["links"].append("maya.diet")
+        else:
+            out["new_questions"].append({"subject": "maya", "kind": "diet", "text": "What does Maya eat?",
+                                         "shape": "choice", "options": ["vegetarian", "eats fish", "eats meat"]})
+    if "peanut" in text:
+        out["new_questions"].append({"subject": "maya", "kind": "allergies", "text": "Is Maya allergic to peanuts?",
+                                     "shape": "yes_no", "options": ["yes", "no"]})
+    if "leo" in text:
+        out["new_subjects"].append({"id": "leo", "name": "Leo", "aliases": ["Maya's brother"]})
+        out["new_relations"].append({"from": "maya", "to": "leo", "kind": "sibling"})
+    return out
+
+
 def value_organizer(subject: str = "maya", kind: str = "home", *, style: str = "new_values"):
     """A scripted organizer for open (value) questions: a message naming an address ("I live at 12
     Elm Street", "We moved to 5 Oak Lane") is about ``subject``'s home. With no open ``<subject>.<kind>``

@@ -10,29 +10,22 @@ values worked out by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import loaded
 
 from llm_server import FakeChatServer
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "conversations.py"
 TINY = Path(__file__).resolve().parent / "data" / "longmemeval_tiny"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("conversations_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    yield from loaded("conversations.py", "conversations_bench")
 
 
 def run_json(bench, capsys, *args) -> dict:

@@ -17,28 +17,10 @@ from doxa.inference.agent.organizer_client import OpenAIChatOrganizer
 from doxa.inference.agent.readers import OpenAIChatReader
 from doxa.inference.agent.remember import RememberError, message_id_for
 from llm_server import FakeChatServer
+from llm_server import diet_organizer as scripted_organizer
 
 DIET = ["vegetarian", "eats fish", "eats meat"]
 EMPTY = {"links": [], "new_questions": [], "new_subjects": [], "new_relations": []}
-
-
-def scripted_organizer(message: str, prompt: str) -> dict:
-    """A model that links what it is shown and proposes what it is not (as a good organizer would)."""
-    text = message.lower()
-    out = {"links": [], "new_questions": [], "new_subjects": [], "new_relations": []}
-    if any(w in text for w in ("vegetarian", "fish", "meat")):
-        if "maya.diet" in prompt:
-            out["links"].append("maya.diet")
-        else:
-            out["new_questions"].append({"subject": "maya", "kind": "diet", "text": "What does Maya eat?",
-                                         "shape": "choice", "options": DIET})
-    if "peanut" in text:
-        out["new_questions"].append({"subject": "maya", "kind": "allergies", "text": "Is Maya allergic to peanuts?",
-                                     "shape": "yes_no", "options": ["yes", "no"]})
-    if "leo" in text:
-        out["new_subjects"].append({"id": "leo", "name": "Leo", "aliases": ["Maya's brother"]})
-        out["new_relations"].append({"from": "maya", "to": "leo", "kind": "sibling"})
-    return out
 
 
 READER_RULES = {"fish": "eats fish", "vegetarian": "vegetarian", "peanut": "yes"}

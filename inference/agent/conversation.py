@@ -46,6 +46,7 @@ from doxa.data.errors import StoreError
 from doxa.data.times import parse_time
 
 from .answer import USER_ID, USER_SUBJECT, user_subject
+from .organizer_memory import keeper, kept_organizer
 from .organizer_schema import MAX_TURN_CHARS, WindowRequest
 from .remember import Decisions, NO_ORGANIZER_HINT, NO_READER_HINT, RememberError, _model_errors, _models
 from .remember import organizer_request, read_questions
@@ -443,13 +444,16 @@ def _windows(turns: list[_Turn], window: int, max_chars: int | None = None) -> l
 
 def remember_conversation(memory: "Memory", sessions: str | Path | Iterable[Session], *, keep_only: bool = False,
                           organizer=None, reader=None, progress: Callable[[int, int], None] | None = None,
-                          window: int = DEFAULT_WINDOW, use_env: bool = True) -> ConversationResult:
+                          window: int = DEFAULT_WINDOW, use_env: bool = True,
+                          reuse_decisions: bool = True) -> ConversationResult:
     """Keep a conversation's turns, then (unless ``keep_only``) organize the user's turns a window at a
     time and read the turns against the questions the organizer named. See the module docstring.
 
     ``sessions``: a file (:func:`load_sessions`) or :class:`Session` objects. ``organizer`` / ``reader``:
     default from the environment when ``use_env``. ``progress(done, total)``: after each window.
-    ``window``: the most user turns per organizer call (within one session). Raises
+    ``window``: the most user turns per organizer call (within one session). Each window's decision is
+    kept (table ``organizer_decisions``) and identical inputs are answered from it with no model call,
+    unless ``reuse_decisions`` is False (:mod:`.organizer_memory`). Raises
     :class:`ConversationError` for a bad file (nothing written) and :class:`RememberError` when a model
     fails (the windows before are written; run it again to go on)."""
     if not isinstance(window, int) or window < 1:
@@ -468,6 +472,7 @@ def remember_conversation(memory: "Memory", sessions: str | Path | Iterable[Sess
     result.assistant_turns = result.turns - result.user_turns
     if not keep_only:
         organizer, reader = _models(organizer, reader, use_env)
+        organizer = kept_organizer(organizer, memory.store, reuse=reuse_decisions)
     result.messages_added = keep_turns(memory, turns, pending=not keep_only)
     if keep_only:
         return result
@@ -573,7 +578,15 @@ def _organize_window(memory: "Memory", turns: list[_Turn], organizer, instructio
             to_read.append((t, questions))
         states.append(state)
     result.organized_turns += len(turns)
-    memory.ingest(records, also=lambda con: remembered.mark_remembered(con, states))
+    made = [q["id"] for q in decisions.created]
+    keep = keeper(organized, messages=[t.id for t in turns], instructions_version=instructions.version,
+                  created=made, linked=list(dict.fromkeys(q for qs in per_turn.values() for q in qs if q not in made)))
+
+    def also(con) -> None:  # inside the ingest's transaction: the turns' states, and the decision applied
+        remembered.mark_remembered(con, states)
+        keep(con)
+
+    memory.ingest(records, also=also)
     return to_read
 
 

@@ -5,6 +5,11 @@ The server binds to loopback unless told otherwise; any other address needs a be
 rebinding, on every bind), failed-authentication lockout, the token, the body size. A refused
 request reaches no tool, so it changes nothing; each is logged on standard error (the logger of
 :mod:`.mcp_server`). docs/agents.md ("Security model") states the rules.
+
+With ``--stores DIR`` one server serves several principals (:mod:`.principals`): the guard reads
+whose token a request carries, and :class:`Tenants` hands the request to that principal's own
+``MCPServer``, built over that principal's store alone when its token is first used. A request
+can reach no other store: no tool takes a path, and each server knows one.
 """
 
 from __future__ import annotations
@@ -14,14 +19,17 @@ import ipaddress
 import json
 import logging
 import math
-import secrets
 import sys
 import time
 from collections import OrderedDict, deque
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Callable
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+
+from .principals import PrincipalTable, new_token
 
 log = logging.getLogger("doxa.mcp")
 
@@ -93,11 +101,6 @@ def token_problem(token: str) -> str | None:
         return (f"it uses only {distinct} different characters; a token needs at least {TOKEN_MIN_DISTINCT} "
                 f"(a random one has far more); {fix}")
     return None
-
-
-def new_token() -> str:
-    """A fresh bearer token: 32 random bytes, URL-safe base64 (43 characters)."""
-    return secrets.token_urlsafe(32)
 
 
 def allow_host_problem(name: str) -> str | None:
@@ -206,17 +209,37 @@ class HttpGuard:
     1. ``Host`` must name this server (else 421), an ``Origin``, when sent, too (else 403): the DNS-rebinding
        guard, on every bind, loopback included (see :class:`Allowed`).
     2. A client locked out after failed authentications gets 429 with ``Retry-After``.
-    3. With a token, ``Authorization: Bearer TOKEN``, compared in constant time (else 401, counted).
+    3. With a token, ``Authorization: Bearer TOKEN``, compared in constant time (else 401, counted). With
+       ``principals`` (``--stores``) a token is always needed, and must be an active principal's: the
+       request goes on with that principal's name in the scope (:data:`PRINCIPAL`); an unknown, revoked or
+       malformed one is 401, counted, logged with why (never the token) and answered without it.
     4. A body over MAX_BODY_BYTES (by ``Content-Length``, or counted as it streams) gets 413.
     """
 
     def __init__(self, app, host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] = (),
-                 clock=time.monotonic):
+                 clock=time.monotonic, principals: PrincipalTable | None = None):
+        if token is not None and principals is not None:
+            raise ValueError("one bearer token or a table of principals, not both")
         self.app = app
         self.host, self.port = host, port
         self.expected = None if token is None else f"Bearer {token}".encode("utf-8")
+        self.principals = principals
         self.proxied = frozenset(canonical_host(name) for name in allow_hosts)
         self.failures = FailedAuthentications(clock)
+
+    def authenticate(self, given: bytes | None) -> tuple[bool, str | None, str, str]:
+        """(admitted, principal, why it was refused as logged, as told to the client)."""
+        if self.principals is not None:
+            name, why = self.principals.authenticate(given)
+            # the client is not told whether a token was never valid or is revoked; the log says which
+            told = why if why == "no bearer token" or why.startswith("malformed") else "unknown or revoked bearer token"
+            return name is not None, name, why, told
+        if self.expected is None:
+            return True, None, "", ""
+        if given is not None and hmac.compare_digest(given, self.expected):
+            return True, None, "", ""
+        why = "no bearer token" if given is None else "wrong bearer token"
+        return False, None, why, why
 
     def allowed(self, scope) -> Allowed:
         # the address and port the request arrived at: the bound one (for 0.0.0.0 or ::, the machine's
@@ -238,10 +261,11 @@ class HttpGuard:
         path = str(scope.get("path"))
         where = f"{scope.get('method')} {path if path.isprintable() else repr(path)} from {client[0]}:{client[1]}"
 
-        async def refuse(status: int, why: str, hint: str, extra: list | None = None, log_it: bool = True):
+        async def refuse(status: int, why: str, hint: str, extra: list | None = None, log_it: bool = True,
+                         told: str | None = None):
             if log_it:
                 log.warning("refused %s: %s", where, why)
-            body = json.dumps({"error": f"{why}; {hint}"}, ensure_ascii=True).encode()
+            body = json.dumps({"error": f"{why if told is None else told}; {hint}"}, ensure_ascii=True).encode()
             await send({"type": "http.response.start", "status": status,
                         "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
                                     *(extra or [])]})
@@ -263,15 +287,16 @@ class HttpGuard:
         if wait:  # not logged: the lockout was, and a flood of these must not flood the log
             return await refuse(429, "too many failed authentications from this address",
                                 f"retry after {wait} s", [(b"retry-after", str(wait).encode())], log_it=False)
-        if self.expected is not None:
-            given = headers.get(b"authorization")
-            if given is None or not hmac.compare_digest(given, self.expected):
-                why = "no bearer token" if given is None else "wrong bearer token"
-                if self.failures.failed(client[0]):
-                    why += (f"; {MAX_FAILURES} failed authentications within {FAILURE_WINDOW_S:g} s: "
-                            f"{FailedAuthentications.client_key(client[0])} is refused for {LOCKOUT_S:g} s")
-                return await refuse(401, f"unauthorized: {why}", "send Authorization: Bearer <token>",
-                                    [(b"www-authenticate", b"Bearer")])
+        admitted, principal, why, told = self.authenticate(headers.get(b"authorization"))
+        if not admitted:
+            locked = ""
+            if self.failures.failed(client[0]):
+                locked = (f"; {MAX_FAILURES} failed authentications within {FAILURE_WINDOW_S:g} s: "
+                          f"{FailedAuthentications.client_key(client[0])} is refused for {LOCKOUT_S:g} s")
+            return await refuse(401, f"unauthorized: {why}{locked}", "send Authorization: Bearer <token>",
+                                [(b"www-authenticate", b"Bearer")], told=f"unauthorized: {told}{locked}")
+        if principal is not None:
+            scope = {**scope, PRINCIPAL: principal}
         too_large = ("request body over the limit", f"send at most {MAX_BODY_BYTES} bytes")
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -320,31 +345,136 @@ async def drain(receive, limit: int) -> None:
             return
 
 
+def streamable_app(server: MCPServer, host: str):
+    """The SDK's streamable-HTTP app of one server (the SDK's own Host rule, which covers only the literal
+    default hosts, is off: :class:`HttpGuard`'s covers every bind)."""
+    return server.streamable_http_app(host=host, max_request_body_size=MAX_BODY_BYTES,
+                                      transport_security=TransportSecuritySettings(
+                                          enable_dns_rebinding_protection=False))
+
+
 def http_app(server: MCPServer, host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] = (),
              clock=time.monotonic):
-    """The streamable-HTTP ASGI app behind :class:`HttpGuard` (the SDK's own Host rule, which covers only the
-    literal default hosts, is off: the guard's covers every bind)."""
-    app = server.streamable_http_app(host=host, max_request_body_size=MAX_BODY_BYTES,
-                                     transport_security=TransportSecuritySettings(
-                                         enable_dns_rebinding_protection=False))
-    return HttpGuard(app, host, port, token, allow_hosts, clock)
+    """The streamable-HTTP ASGI app behind :class:`HttpGuard`."""
+    return HttpGuard(streamable_app(server, host), host, port, token, allow_hosts, clock)
 
 
-def serve_http(server: MCPServer, host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] = ()) -> None:
-    """Serve streamable HTTP at http://HOST:PORT/mcp until interrupted."""
+#: The scope key under which :class:`HttpGuard` hands on the principal a request's token belongs to.
+PRINCIPAL = "doxa.principal"
+
+
+class Tenants:
+    """ASGI app that serves each principal its own ``MCPServer``, behind :class:`HttpGuard` with a
+    :class:`PrincipalTable` (which puts the principal's name in the scope; a request without one is a
+    programming error and gets 500, never a store).
+
+    A principal's server is built by ``build(name)`` (``build_server`` over that principal's store) when its
+    token is first used, so a principal added while the server runs is served at once, and a server never
+    used costs nothing. Each server's session manager (the SDK's: it holds the MCP sessions, whose ids mean
+    nothing to another principal's manager) runs in this app's task group, which :meth:`running` holds
+    open for the app's lifetime (the ASGI lifespan under uvicorn).
+    """
+
+    def __init__(self, build: Callable[[str], MCPServer], host: str):
+        self.build = build
+        self.host = host
+        self.apps: dict[str, object] = {}
+        self.task_group = None
+        self.starting = None
+
+    @asynccontextmanager
+    async def running(self):
+        import anyio
+
+        async with anyio.create_task_group() as group:
+            self.task_group, self.starting = group, anyio.Lock()
+            try:
+                yield self
+            finally:
+                group.cancel_scope.cancel()
+                self.task_group = None
+                self.apps.clear()
+
+    async def app_of(self, name: str):
+        """The principal's streamable-HTTP app, its server built and its session manager started if need be."""
+        app = self.apps.get(name)
+        if app is not None:
+            return app
+        if self.task_group is None:
+            raise RuntimeError("Tenants is not running: serve it with its lifespan, or inside running()")
+        async with self.starting:  # one build per principal, even when its first requests come together
+            if name not in self.apps:
+                server = self.build(name)
+                app = streamable_app(server, self.host)
+                await self.task_group.start(self._run_sessions, server)
+                self.apps[name] = app
+                log.info("serving principal %s", name)
+        return self.apps[name]
+
+    @staticmethod
+    async def _run_sessions(server: MCPServer, *, task_status) -> None:
+        import anyio
+
+        async with server.session_manager.run():
+            task_status.started()
+            await anyio.sleep_forever()
+
+    async def lifespan(self, receive, send) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        async with self.running():
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self.lifespan(receive, send)
+        name = scope.get(PRINCIPAL)
+        if name is None:
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"application/json")]})
+            return await send({"type": "http.response.body", "body": b'{"error": "no principal"}'})
+        return await (await self.app_of(name))(scope, receive, send)
+
+
+def tenants_app(build: Callable[[str], MCPServer], principals: PrincipalTable, host: str, port: int,
+                allow_hosts: tuple[str, ...] = (), clock=time.monotonic) -> HttpGuard:
+    """`doxa mcp --http --stores DIR`: :class:`Tenants` behind :class:`HttpGuard` (the app is the guard; its
+    ``app`` attribute is the :class:`Tenants`, whose :meth:`Tenants.running` a test may hold instead of a
+    lifespan)."""
+    return HttpGuard(Tenants(build, host), host, port, None, allow_hosts, clock, principals=principals)
+
+
+def _serve(app, host: str, port: int, banner: str) -> None:
     import anyio
     import uvicorn
 
     # proxy_headers off: the client address (logged, and what the lockout counts) is the connection's peer,
     # which no request header can change
-    config = uvicorn.Config(http_app(server, host, port, token, allow_hosts), host=host, port=port,
-                            log_level="warning", lifespan="on", proxy_headers=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", proxy_headers=False)
     http = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
-    print(f"doxa mcp: serving http://{shown}:{port}/mcp" + (" (bearer token required)" if token else ""),
-          file=sys.stderr, flush=True)
+    print(f"doxa mcp: serving http://{shown}:{port}/mcp{banner}", file=sys.stderr, flush=True)
     anyio.run(http.serve)
 
 
-__all__ = ["http_app", "serve_http", "HttpGuard", "FailedAuthentications", "is_loopback", "token_problem", "new_token",
-           "allow_host_problem"]
+def serve_http(server: MCPServer, host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] = ()) -> None:
+    """Serve streamable HTTP at http://HOST:PORT/mcp until interrupted."""
+    _serve(http_app(server, host, port, token, allow_hosts), host, port,
+           " (bearer token required)" if token else "")
+
+
+def serve_tenants(build: Callable[[str], MCPServer], principals: PrincipalTable, host: str, port: int,
+                  allow_hosts: tuple[str, ...] = ()) -> None:
+    """Serve each principal of ``principals`` its own store at http://HOST:PORT/mcp until interrupted."""
+    active = sorted(p.name for p in principals.principals.values() if p.active)
+    _serve(tenants_app(build, principals, host, port, allow_hosts), host, port,
+           f" for the principals of {principals.folder} (each token reaches its own store; now "
+           f"{len(active)} active: {', '.join(active) or 'none'})")
+
+
+__all__ = ["http_app", "serve_http", "tenants_app", "serve_tenants", "HttpGuard", "Tenants", "PRINCIPAL",
+           "FailedAuthentications", "is_loopback", "token_problem", "new_token", "allow_host_problem"]

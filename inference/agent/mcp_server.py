@@ -2,7 +2,8 @@
 
 Tools: ``belief``, ``beliefs``, ``uncertain``, ``context``, ``explain``, ``history``, ``search``, ``ask``,
 ``answer`` (reads), ``remember`` (a raw message in) and ``correct``, ``approve``, ``outcome``, ``reject``,
-``instruct`` (feedback that becomes settled fact). Each calls the function of the same name in
+``instruct`` (feedback that becomes settled fact); ``forget`` (erasure) only on a server started with
+--allow-forget. Each calls the function of the same name in
 :mod:`doxa.inference.agent.tools`, the one the CLI calls for ``--json``, so a tool's text result
 is byte for byte what `doxa VERB --json` prints; its structured result is the same value
 (a list is given under one key, since structured results are objects). A refused call
@@ -23,7 +24,7 @@ import logging
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -39,6 +40,7 @@ from .ask import AskResult
 from .context import Context
 from .remember import RememberResult
 from doxa.inference.read.feedback import Feedback
+from doxa.inference.read.forget import Forgotten
 from doxa.inference.read.history import History
 from doxa.inference.read.uncertain import Uncertain
 from doxa.inference.read.memory import Belief, Explanation, open_store
@@ -91,6 +93,7 @@ By = Annotated[str, Field(min_length=1, description="Who says so (recorded with 
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 FEEDBACK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ERASE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
 class StrictServer(MCPServer):
@@ -115,8 +118,9 @@ class StrictServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def build_server(db_path: str) -> MCPServer:
-    """An MCP server over the store at ``db_path`` (which must exist)."""
+def build_server(db_path: str, *, allow_forget: bool = False) -> MCPServer:
+    """An MCP server over the store at ``db_path`` (which must exist); ``allow_forget`` adds the tool
+    ``forget`` (erasure, `doxa forget`), which a server offers only when started with --allow-forget."""
     server = StrictServer("doxa", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     one_at_a_time = threading.Lock()
 
@@ -278,6 +282,24 @@ def build_server(db_path: str) -> MCPServer:
                      description='The belief it presumes: {"question": QUESTION_ID, "answer": OPTION}.')] = None,
                  at: At = None, by: By = "user") -> Annotated[CallToolResult, Feedback]:
         return call("instruct", subject=subject, text=text, at=at, by=by, rests_on=rests_on)
+
+    if allow_forget:
+        @server.tool(annotations=ERASE, description=(
+            "Erase a message, a source or a subject and everything derived from it (`doxa forget --json`): the "
+            "message texts, their readings, the questions and values that rested only on them, and for a subject "
+            "its questions, settlements, instructions and relations; the store file is rewritten so the text "
+            "leaves the disk, and an erasure record (no content) is kept. It cannot be undone: call it only when "
+            "the user asks to forget, and call it first with dry_run true to show them what would go. Returns "
+            "{kind, id, dry_run, erasure, rewritten, messages, questions, sources, emptied_sources, "
+            "changed_questions, values, "
+            "copies_kept, removed (rows per table), beliefs (before and after), note}."))
+        def forget(kind: Annotated[Literal["message", "source", "subject"], Field(description="What to forget.")],
+                   id: Annotated[str, Field(min_length=1, description="Its id (search shows message ids).")],
+                   reason: Annotated[str | None, Field(description="Why (kept in the erasure record; without "
+                                                                   "repeating what is forgotten).")] = None,
+                   dry_run: Annotated[bool, Field(description="Only say what would be removed.")] = False,
+                   by: By = "user") -> Annotated[CallToolResult, Forgotten]:
+            return call("forget", kind=kind, id=id, reason=reason, by=by, dry_run=dry_run)
 
     return server
 

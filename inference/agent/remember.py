@@ -36,6 +36,7 @@ from doxa.data.text import words
 from doxa.data.times import parse_time, utc_now
 
 from .organizer_client import Organizer, OrganizerError, organizer_from_env
+from .organizer_memory import keeper, kept_organizer
 from .organizer_schema import ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, OrganizerRequest, same_value
 
 if TYPE_CHECKING:  # Memory.remember calls into this module: only the type is needed here
@@ -323,6 +324,12 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
     records = list(msg.records)
     state: dict[str, Any] = {"message": msg.id, "status": remembered.DONE}
     at = max(utc_now(), msg.sent_at)
+    # the organizer's decision, kept in the transaction that applies it (none when it did not run)
+    keep: Callable[[Any], None] = lambda con: None
+
+    def also(con) -> None:  # inside the ingest's transaction: the message's state, and the decision applied
+        remembered.mark_remembered(con, [state])
+        keep(con)
 
     # -- the organizer ---------------------------------------------------------------
     if questions_to_read is None:
@@ -347,6 +354,8 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
         result.values_added = decisions.adding
         result.deduplicated = decisions.deduplicated
         question_records = {q["id"]: q for q in decisions.created}
+        keep = keeper(organized, messages=[msg.id], instructions_version=instructions.version, created=created,
+                      linked=linked)
     else:
         linked = [q for q in questions_to_read
                   if (store.execute("SELECT status FROM questions WHERE id = ?", [q]).fetchone() or [""])[0] == "active"]
@@ -359,7 +368,7 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
     if to_read and reader is None:
         result.status, result.skipped, result.hint = "pending", ["reader"], NO_READER_HINT
         state.update(status=remembered.PENDING, waiting_for="reader", reason="no reader configured")
-        memory.ingest(records, also=lambda con: remembered.mark_remembered(con, [state]))
+        memory.ingest(records, also=also)
         return result
     if to_read:
         names = {s["id"]: s["name"] for s in store.subjects()}
@@ -381,7 +390,7 @@ def _process(memory: "Memory", msg: _Message, organizer: Organizer | None, reade
         result.readings = len(readings)
         state.update(reader=result.reader, reader_calls=result.calls["reader"])
 
-    memory.ingest(records, also=lambda con: remembered.mark_remembered(con, [state]))
+    memory.ingest(records, also=also)
     after = _scores(memory, to_read, at)
     for qid in to_read:
         b = after.get(qid)
@@ -460,7 +469,7 @@ def _models(organizer, reader, use_env: bool):
 
 def remember(memory: "Memory", text: str, *, source: str, sent_at: datetime | str | None = None,
              organizer: Organizer | None = None, reader=None, use_env: bool = True, keep_on_failure: bool = False,
-             message_id: str | None = None) -> RememberResult:
+             message_id: str | None = None, reuse_decisions: bool = True) -> RememberResult:
     """Keep ``text`` as a message from ``source`` sent at ``sent_at`` (default now), organize it, read it.
 
     ``source``: a stored source id, or a new source's path (``person/self/chat/maya-chat``: layers,
@@ -468,8 +477,12 @@ def remember(memory: "Memory", text: str, *, source: str, sent_at: datetime | st
     (:func:`~.organizer_client.organizer_from_env`, :func:`~.readers.reader_from_env`). On a model failure
     nothing is written and :class:`RememberError` is raised; with ``keep_on_failure`` the message is
     kept as pending first. Remembering the same message again changes nothing (status ``already``).
+    The organizer's decision is kept with the message (table ``organizer_decisions``); identical inputs
+    decided before are answered from there with no model call unless ``reuse_decisions`` is False
+    (:mod:`.organizer_memory`).
     """
     organizer, reader = _models(organizer, reader, use_env)
+    organizer = kept_organizer(organizer, memory.store, reuse=reuse_decisions)
     msg = _prepare(memory, text, source, sent_at, message_id)
     if msg is None or isinstance(msg, RememberResult):
         return msg
@@ -511,7 +524,8 @@ def _prepare(memory: "Memory", text: str, source: str, sent_at, message_id: str 
 
 def remember_many(memory: "Memory", messages: Iterable[dict[str, Any]], *, organizer: Organizer | None = None,
                   reader=None, use_env: bool = True, keep_on_failure: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> list[RememberResult]:
+                  progress: Callable[[int, int], None] | None = None, reuse_decisions: bool = True
+                  ) -> list[RememberResult]:
     """:func:`remember` for each ``{"text", "source", "sent_at"?, "id"?}``, one transaction per message.
 
     Without ``keep_on_failure`` the first failure stops the batch (the messages before it are
@@ -519,6 +533,7 @@ def remember_many(memory: "Memory", messages: Iterable[dict[str, Any]], *, organ
     """
     items = list(messages)
     organizer, reader = _models(organizer, reader, use_env)
+    organizer = kept_organizer(organizer, memory.store, reuse=reuse_decisions)
     out: list[RememberResult] = []
     for done, item in enumerate(items, start=1):
         try:
@@ -537,12 +552,13 @@ def remember_many(memory: "Memory", messages: Iterable[dict[str, Any]], *, organ
 
 
 def organize_pending(memory: "Memory", *, organizer: Organizer | None = None, reader=None, use_env: bool = True,
-                     limit: int | None = None, progress: Callable[[int, int], None] | None = None
-                     ) -> list[RememberResult]:
+                     limit: int | None = None, progress: Callable[[int, int], None] | None = None,
+                     reuse_decisions: bool = True) -> list[RememberResult]:
     """Finish the messages kept pending (`doxa organize`): organize those waiting for the organizer,
     read those waiting for the reader. One transaction per message; the first failure stops (the
-    messages before it are done, the failed one stays pending)."""
+    messages before it are done, the failed one stays pending). ``reuse_decisions``: as for :func:`remember`."""
     organizer, reader = _models(organizer, reader, use_env)
+    organizer = kept_organizer(organizer, memory.store, reuse=reuse_decisions)
     pending = remembered.pending_messages(memory.store, limit=limit)
     out = []
     for done, row in enumerate(pending, start=1):

@@ -137,6 +137,13 @@ def remember(mem: Memory, text: str, source: str, sent_at: datetime | str | None
     return run(mem, text, source=source, sent_at=_at(sent_at), keep_on_failure=keep).to_dict()
 
 
+def forget(mem: Memory, kind: str, id: str, reason: str | None = None, by: str = "user",
+           dry_run: bool = False) -> dict:
+    """Erase a message, a source or a subject and everything derived from it; the store file is rewritten
+    so that its bytes leave the disk (``dry_run``: only what would go). See doxa.data.erasure."""
+    return mem.forget(kind, id, reason=reason, by=by, dry_run=dry_run).to_dict()
+
+
 def parse_rests_on(text: str | None) -> dict[str, str] | None:
     """'QUESTION=ANSWER' → {"question": ..., "answer": ...} (the CLI's --rests-on)."""
     if text is None:

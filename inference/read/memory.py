@@ -36,6 +36,7 @@ from .results import Belief, BeliefList, EvidenceTerm, Explanation
 from . import tiers
 
 if TYPE_CHECKING:
+    from .forget import Forgotten
     from . import feedback, uncertain
     from .history import History
 
@@ -115,6 +116,33 @@ class Memory:
         with ingest_files.records(self.store, records, also=also) as done:
             self._after_ingest(done.changes)
         return done.added
+
+    # ---------------------------------------------------------------- export and import
+    def export(self, out, *, subject: str | None = None, since: "datetime | str | None" = None) -> dict[str, int]:
+        """Write the store's records (every one, or those about ``subject``, or dated from ``since``) as the
+        JSON Lines `doxa ingest` takes (docs/formats.md, `doxa export`) to ``out``: a text stream, or a file
+        path (written whole under a temporary name, then renamed into place). Returns records per type."""
+        from doxa.data import export as exporting
+
+        selection = exporting.Selection(subject, as_moment(since))
+        if hasattr(out, "write"):
+            return exporting.export(self.store, out, selection)
+        return exporting.export_to_file(self.store, out, selection)
+
+    def import_file(self, format: str, path, *, at: "datetime | str | None" = None) -> dict[str, Any]:
+        """Import another memory's file (``format``: ``mem0`` or ``mcp-memory``, docs/formats.md "Import
+        formats") as messages pending organization (`doxa organize`), all or nothing; importing it again
+        adds nothing. ``at`` dates what the file does not (mcp-memory; default its modification time)."""
+        from doxa.data import importers
+        from doxa.data.errors import IngestError
+
+        foreign = importers.read(format, path, at=as_moment(at))
+        try:
+            added = self.ingest(foreign.records_for(self.store), also=foreign.also)
+        except IngestError as err:
+            raise foreign.refused(err) from None
+        return {"format": format, "file": str(path), "items": foreign.items,
+                "messages": len(set(foreign.messages)), "added": added, "pending_added": foreign.pending_added}
 
     # ---------------------------------------------------------------- params
     def params(self) -> dict[str, Any]:
@@ -260,6 +288,16 @@ class Memory:
         """Open the closed choice question ``question``: values may be added to its options from now on
         (a ``question_opened``; `doxa undo` reverses it)."""
         return _feedback().open_question(self, question, at=at, by=by)
+
+    # ---------------------------------------------------------------- erasure
+    def forget(self, kind: str, target: str, *, reason: str | None = None, by: str = "user",
+               dry_run: bool = False) -> "Forgotten":
+        """Erase a ``kind`` ("message", "source" or "subject") and everything derived from it, rewriting the
+        store file so that its bytes leave the disk; ``dry_run``: only say what would go
+        (:mod:`doxa.inference.read.forget`). Run it outside any open session."""
+        from .forget import forget  # as _feedback: imported by the one verb that needs it
+
+        return forget(self, kind, target, reason=reason, by=by, dry_run=dry_run)
 
     def uncertain(self, subject: str | None = None, at: datetime | None = None, *, act_at: float | None = None,
                   limit: int | None = None) -> list[uncertain.Uncertain]:
