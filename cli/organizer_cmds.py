@@ -5,7 +5,8 @@
 `ops` lists them; `ops --proposed`, `ops apply ID` and `ops dismiss ID` review the merges and splits that
 `organize --maintain`, through :func:`maintain` here, proposes);
 `replay` rebuilds a store under another set of questions; `organizer-instructions` shows and
-versions the text the organizer follows, and lists the cases its decisions are judged by (`cases`).
+versions the text the organizer follows, lists the cases its decisions are judged by (`cases`), and
+searches for a better text on them (`search`).
 Registered by cli/main.py through :func:`register`.
 Every import beyond typer and doxa.cli happens inside a command, so `doxa belief` starts no
 slower for them.
@@ -29,7 +30,8 @@ ByOption = by_option("Who does this (recorded with the operation).")
 
 #: `doxa organizer-instructions …`: the organizer's instructions, one sub-command per verb.
 instructions = Commands(help="The organizer's instructions: a versioned text in the store (show, set, "
-                             "history, diff, rollback), and the cases that show its mistakes (cases).",
+                             "history, diff, rollback), the cases that show its mistakes (cases), and a "
+                             "search for a better text scored on them (search).",
                         no_args_is_help=True)
 
 
@@ -535,3 +537,73 @@ def instructions_cases(db: Optional[str] = DbOption, as_json: bool = JsonOption)
         con.print(f"[bold]{_e(c.id)}[/]  {c.source}, {decision}: {_e(c.observed)}")
         con.print(f"  expected: {_e(json.dumps(c.expected, ensure_ascii=False))}"
                   + (f"  messages: {_e(', '.join(c.messages))}" if c.messages else ""))
+
+
+@instructions.command("search")
+def instructions_search(
+    rounds: int = typer.Option(3, "--rounds", min=1, max=50, help="Rounds of proposals (each revises the best "
+                                                                  "kept text of the round before)."),
+    candidates: int = typer.Option(3, "--candidates", min=1, max=20, help="Candidate texts proposed per round."),
+    max_calls: int = typer.Option(200, "--max-calls", min=0, help="Model calls this run may make, organizer "
+                                                                  "replays and proposer together (a hard bound: "
+                                                                  "the search stops before passing it; a rerun "
+                                                                  "resumes)."),
+    proposer_url: Optional[str] = typer.Option(None, "--proposer-url", help="An OpenAI-compatible server for the "
+                                                                            "proposer (default DOXA_PROPOSER_URL, "
+                                                                            "else the organizer's)."),
+    proposer_model: Optional[str] = typer.Option(None, "--proposer-model", help="The proposer's model (default "
+                                                                                "DOXA_PROPOSER_MODEL, else the "
+                                                                                "organizer's)."),
+    activate: bool = flag(False, "--activate", "Make the best kept candidate the active version (`rollback` "
+                                               "returns to the old one)."),
+    by: str = by_option("Who activates (with --activate).", default="instruction search"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+):
+    """Propose revised instructions from the cases, score them by replaying the cases through the organizer,
+    and keep those that beat the current text on held-out cases (docs/organizer.md, "Instruction search")."""
+    from doxa.inference.agent.instruction_proposer import ProposerError, proposer_from_env
+    from doxa.inference.agent.instruction_search import run_search
+    from doxa.inference.agent.organizer_client import OrganizerError, organizer_from_env
+
+    mem = open_memory(db)
+    try:
+        organizer = organizer_from_env()
+        proposer = proposer_from_env(url=proposer_url, model=proposer_model)
+    except (OrganizerError, ProposerError) as err:
+        fail(str(err), 2)
+    if organizer is None or proposer is None:
+        fail("instruction search replays the cases through the organizer and asks a proposer for new texts: set "
+             "DOXA_ORGANIZER_URL (or DOXA_READER_URL) to an OpenAI-compatible chat server, e.g. "
+             "http://127.0.0.1:8080/v1, with DOXA_ORGANIZER_MODEL / DOXA_ORGANIZER_KEY where it needs them "
+             "(--proposer-url names another server for the proposer)", 2)
+    try:
+        result = guarded(lambda: run_search(mem.store, organizer, proposer, rounds=rounds, candidates=candidates,
+                                            max_calls=max_calls, activate=activate, by=by))
+    except (OrganizerError, ProposerError) as err:
+        fail(f"{err} The search's state is kept: run it again to resume.")
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    con = console()
+    con.print(_e(result.message))
+    cases = result.cases
+    con.print(f"Cases: {cases.get('search', 0)} to search on, {cases.get('held_out', 0)} held out, "
+              f"{cases.get('pinned', 0)} pinned (right already), {len(cases.get('skipped', []))} not replayable. "
+              f"Model calls: {result.calls} this run (of --max-calls {result.max_calls}), {result.calls_total} "
+              "in all.")
+    for r in result.rounds:
+        for c in r["candidates"]:
+            con.print(f"  round {r['round']}  [bold]{_e(c['id'])}[/]  {c['status']}: {_e(c['reason'] or '')}")
+    best = result.best
+    if best is None:
+        con.print("No candidate kept: the active instructions stay as they are.")
+        return
+    con.print(f"Best kept: [bold]{_e(best['id'])}[/] ({_e(best['reason'] or '')}). Its change:")
+    typer.echo(printable(best["diff"], multiline=True), nl=not best["diff"].endswith("\n"))
+    if result.activated is not None:
+        con.print(f"Activated as version {result.activated} (`doxa organizer-instructions rollback "
+                  f"{result.base_version}` returns to the old text).")
+    else:
+        con.print("Not activated: run the search again with --activate (no call: it is done), or save the text "
+                  "(`--json`: best.text) and `doxa organizer-instructions set FILE`.")

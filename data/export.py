@@ -27,7 +27,8 @@ as the shortest text that reads back as the same double, times to the microsecon
 
 Not in the format, so not exported: reads (``reads``, the read log), the state of remembered
 messages (``remembered``), erasures, maintenance proposals (``proposed_ops``: proposed again by
-`doxa organize --maintain`), the organizer's instruction versions (``prompts``), kept filter states
+`doxa organize --maintain`), the organizer's instruction versions (``prompts``), instruction search's
+state (``instruction_searches``, ``instruction_candidates``), kept filter states
 and the posterior files beside the store; a question's and a subject's ``created_at`` (ingest
 dates them at its own time).
 """

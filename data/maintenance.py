@@ -5,8 +5,8 @@ question whose answers keep being true together (docs/organizer.md, "Maintenance
 merges and splits"). The rules and scores are in :mod:`doxa.inference.agent.maintenance`; this
 module holds the SQL they need and the table where a proposal waits for a decision:
 
-- :func:`duplicate_pairs`: pairs of active questions with the same subject and kind (the only
-  pairs a merge could join), with what the rules compare: texts, options, shapes, evidence;
+- :func:`duplicate_pairs`: pairs of active questions with the same subject (the only pairs a
+  merge could join), with what the rules compare: kinds, texts, options, shapes, evidence;
 - :func:`shared_readings`: for such pairs, the readings of one message by one reader against both
   questions, as two probability matrices per pair (options in order; NaN: not named);
 - :func:`split_evidence`: for active choice questions with enough evidence, one row per message
@@ -52,22 +52,41 @@ def _padded(width_sql: str) -> str:
 
 # ---------------------------------------------------------------------------- candidates
 @in_read_session
-def duplicate_pairs(store: "Session") -> list[dict[str, Any]]:
-    """Pairs ``(a, b)``, ``a.id < b.id``, of active questions with the same subject (or both without).
+def duplicate_pairs(store: "Session", common: list[str] = (), other_kind_overlap: float = 0.0) -> list[dict[str, Any]]:
+    """Pairs ``(a, b)``, ``a.id < b.id``, of active questions with the same subject (or both without) that
+    share a kind or, for a pair of different kinds, a word of three letters or more outside ``common``
+    and the subject's names, and at least ``other_kind_overlap`` of their such words in common (their
+    Jaccard index; a rough form of the text rule's, which the caller applies exactly after). A text rule
+    needs shared content words anyway; this keeps a subject with thousands of questions from making
+    millions of pairs for Python to compare.
 
     Each: ``a`` and ``b`` as ``{id, kind, text, shape, options, open, created_at, readings}`` (readings: how
     many that count as evidence), ``subject`` and ``subject_names`` (its name and aliases: words every
     question about it shares, which the text rule leaves out)."""
-    rows = store.con.execute(f"""
+    rows = store.con.execute(bind(f"""
         WITH n AS (SELECT r.question, count(*) AS n FROM readings r WHERE {_EVIDENCE} GROUP BY r.question),
-             q AS (SELECT q.*, coalesce(n.n, 0) AS n_readings FROM questions q LEFT JOIN n ON n.question = q.id
+             q AS (SELECT q.*, coalesce(n.n, 0) AS n_readings,
+                          -- its words of 3 letters or more, without the common ones and the subject's own
+                          -- names, a final s dropped as the text rule drops it
+                          list_transform(list_filter(regexp_split_to_array(lower(q.text), '[^[:alnum:]]+'),
+                                                     w -> length(w) > 2 AND NOT list_contains(?::VARCHAR[], w)
+                                                          AND NOT list_contains(regexp_split_to_array(lower(
+                                                              coalesce(sq.name, '') || ' ' || array_to_string(
+                                                              coalesce(sq.aliases, []::VARCHAR[]), ' ')),
+                                                              '[^[:alnum:]]+'), w)),
+                                         w -> CASE WHEN length(w) > 3 AND w LIKE '%s' AND w NOT LIKE '%ss'
+                                                   THEN left(w, length(w) - 1) ELSE w END) AS words
+                   FROM questions q LEFT JOIN n ON n.question = q.id LEFT JOIN subjects sq ON sq.id = q.subject
                    WHERE q.status = 'active')
         SELECT a.subject, coalesce(s.name, ''), coalesce(s.aliases, []::VARCHAR[]),
                a.id, a.kind, a.text, a.shape, a.options, a.is_open, a.created_at, a.n_readings,
                b.id, b.kind, b.text, b.shape, b.options, b.is_open, b.created_at, b.n_readings
         FROM q a JOIN q b ON a.subject IS NOT DISTINCT FROM b.subject AND a.id < b.id
+                         AND (a.kind = b.kind OR (list_has_any(a.words, b.words)
+                              AND len(list_intersect(list_distinct(a.words), list_distinct(b.words)))
+                                  >= ? * len(list_distinct(list_concat(a.words, b.words)))))
         LEFT JOIN subjects s ON s.id = a.subject
-        ORDER BY a.id, b.id""").fetchall()
+        ORDER BY a.id, b.id""", [sorted(common), float(other_kind_overlap)])).fetchall()
     keys = ("id", "kind", "text", "shape", "options", "open", "created_at", "readings")
     out = []
     for subject, name, aliases, *rest in rows:

@@ -43,7 +43,8 @@ def record(con, row: dict[str, Any]) -> None:
     """Write one decision (inside the caller's transaction). ``row`` has every column of the table but
     ``created_at`` (JSON columns as Python values). A row with the same key exists when identical inputs
     were decided before (another message with the same text, source and day, or a cached answer): it
-    gains the message ids and questions it did not name yet, and keeps the rest."""
+    gains the message ids and questions it did not name yet, and keeps the rest (a replay's row, kept by
+    instruction search with no version, gains the version of the first call that applies it)."""
     values = {**row, "created_at": utc_now()}
     for name in _JSON:
         values[name] = json.dumps(values[name], sort_keys=True, ensure_ascii=False)
@@ -55,7 +56,8 @@ def record(con, row: dict[str, Any]) -> None:
                      f"x -> NOT list_contains(organizer_decisions.{c}, x)))" for c in _LISTS)
     con.execute(bind(
         f"""INSERT INTO organizer_decisions ({', '.join(_COLUMNS)}) VALUES ({placeholders})
-            ON CONFLICT (key) DO UPDATE SET {grow}""",
+            ON CONFLICT (key) DO UPDATE SET {grow}, instructions_version =
+                coalesce(organizer_decisions.instructions_version, excluded.instructions_version)""",
         [values[c] for c in _COLUMNS])).fetchall()
 
 

@@ -274,3 +274,34 @@ CREATE TABLE IF NOT EXISTS erasures (
     counts     VARCHAR NOT NULL,
     rewritten  BOOLEAN NOT NULL DEFAULT false
 );
+
+-- Instruction search (`doxa organizer-instructions search`, data/instruction_search.py): one row per
+-- search — its id is a hash of what it starts from (the active version, the cases, the models), so
+-- a rerun resumes it — and one per candidate text it proposed: kept (beat its parent on held-out
+-- cases), rejected (reason says why), activated (made a version), or pending (proposed, not scored).
+CREATE TABLE IF NOT EXISTS instruction_searches (
+    id           VARCHAR PRIMARY KEY,
+    base_version INTEGER NOT NULL,     -- the active version it started from
+    rounds_done  INTEGER NOT NULL DEFAULT 0,
+    status       VARCHAR NOT NULL,     -- running | stopped | done
+    stop_reason  VARCHAR,
+    calls        INTEGER NOT NULL DEFAULT 0,   -- model calls spent over every run
+    started_at   TIMESTAMP NOT NULL,
+    updated_at   TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS instruction_candidates (
+    id             VARCHAR PRIMARY KEY,      -- SEARCH:ROUND:POSITION
+    search_id      VARCHAR NOT NULL,
+    round          INTEGER NOT NULL,
+    position       INTEGER NOT NULL,
+    parent_version INTEGER NOT NULL,         -- the store's active version the search started from
+    parent         VARCHAR,                  -- the candidate it revises (NULL: the active version)
+    text           VARCHAR NOT NULL,
+    scores         VARCHAR NOT NULL,         -- JSON: minibatch, held_out (means, paired difference, SE), pinned
+    answered       VARCHAR NOT NULL,         -- JSON: {case id: 1 right | 0 wrong or invalid}
+    diff           VARCHAR NOT NULL,         -- unified diff against its parent
+    status         VARCHAR NOT NULL,         -- pending | kept | rejected | activated
+    reason         VARCHAR,
+    created_at     TIMESTAMP NOT NULL
+);

@@ -23,6 +23,7 @@ The probability layout of a normal answer, for ``n`` letters in the prompt:
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -107,7 +108,8 @@ class FakeChatServer:
         self.batch_skip: set[int] = set()
         self.batch_first_line_only = False
         #: Answers organizer requests (those without logprobs): ``organizer(message, prompt) -> dict``,
-        #: the JSON object the "model" replies with. Default: nothing to organize.
+        #: the JSON object the "model" replies with (a script taking a third argument gets the system
+        #: prompt too: the instructions). Default: nothing to organize.
         self.organizer = organizer or (lambda message, prompt: {"links": [], "new_questions": [],
                                                                 "new_subjects": [], "new_relations": []})
         #: Answers plain chat requests before any other rule (bench/conversations.py's baselines):
@@ -289,6 +291,17 @@ def _completion(tokens: list[list[tuple[str, float]]] | None, shape: str, conten
     }
 
 
+def _call_organizer(organizer, message: str, prompt: str, system: str) -> dict:
+    """``organizer(message, prompt)``, or ``organizer(message, prompt, system)`` for a script that takes a
+    third argument: the system prompt (the organizer's instructions), for a model whose answer depends on them."""
+    try:
+        takes = len([p for p in inspect.signature(organizer).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
+    except (TypeError, ValueError):
+        takes = 2
+    return organizer(message, prompt, system) if takes >= 3 else organizer(message, prompt)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -437,7 +450,8 @@ class _Handler(BaseHTTPRequestHandler):
         user = [m for m in body.get("messages", []) if m.get("role") == "user"]
         prompt = user[0]["content"] if user else ""
         found = _MESSAGE.search(prompt)  # the first user turn holds the message (later ones ask for a repair)
-        reply = fake.organizer(found.group(1) if found else prompt, prompt)
+        system = "\n".join(m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "system")
+        reply = _call_organizer(fake.organizer, found.group(1) if found else prompt, prompt, system)
         text = json.dumps(reply)
         finish = "stop"
         refusal = None

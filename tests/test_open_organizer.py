@@ -181,8 +181,8 @@ def test_a_reader_without_the_unlisted_choice_reads_listed_values_or_says_what_t
 
 
 # ---------------------------------------------------------------------------- what code settles in a reply
-def _request(questions) -> OrganizerRequest:
-    return OrganizerRequest(text="We moved to 5 Oak Lane", source="maya-chat", source_path="person/self/chat/maya-chat",
+def _request(questions, text: str = "We moved to 5 Oak Lane") -> OrganizerRequest:
+    return OrganizerRequest(text=text, source="maya-chat", source_path="person/self/chat/maya-chat",
                             sent_at=datetime(2026, 6, 1), subjects=[{"id": "maya", "name": "Maya", "aliases": []}],
                             questions=questions, known_subject_ids=frozenset({"maya"}))
 
@@ -190,6 +190,19 @@ def _request(questions) -> OrganizerRequest:
 HOME = {"id": "maya.home", "subject": "maya", "text": "Where does Maya live?", "options": ["12 Elm Street"],
         "open": True}
 DIET_Q = {"id": "maya.diet", "subject": "maya", "text": "What does Maya eat?", "options": DIET}
+
+
+def test_a_value_the_message_does_not_state_is_dropped_by_code():
+    # a small model fills a value question with a made-up value: what the text does not hold is no value
+    reply = OrganizerOutput.model_validate({
+        "new_values": [{"question": "maya.home", "value": "Neighborhood 1"}],
+        "new_questions": [{"subject": "maya", "kind": "wake_time", "text": "When does Maya wake up?",
+                           "shape": "value", "options": ["7 am", "Neighborhood 2"]}]})
+    clean, problems = check_output(reply, _request([HOME], "We moved again, and I get up at 7am now"))
+    assert problems == []
+    assert clean.new_values == [] and clean.links == ["maya.home"]  # linked: the reader reads it as unlisted
+    [wake] = clean.new_questions
+    assert wake.options == ["7 am"]  # "7am" states "7 am" (run together); the made-up value is gone
 
 
 def test_check_output_settles_values_by_code():
@@ -202,7 +215,8 @@ def test_check_output_settles_values_by_code():
                        {"question": "maya.job", "value": "nurse"}],            # created by this reply
         "new_questions": [{"subject": "maya", "kind": "job", "text": "What is Maya's job?", "shape": "value",
                            "options": ["teacher", "Teacher", "other"]}]})
-    clean, problems = check_output(reply, _request([HOME, DIET_Q]))
+    text = "We moved to 5 Oak Lane. I teach now (a teacher!), Sam is a nurse, and I eat fish: pescatarian."
+    clean, problems = check_output(reply, _request([HOME, DIET_Q], text))
     assert problems == []
     assert [(v.question, v.value) for v in clean.new_values] == [("maya.home", "5 oak lane")]
     assert clean.links == ["maya.home", "maya.diet"]
@@ -288,3 +302,22 @@ def test_a_closed_reading_is_unchanged():
     assert reading.unlisted is None and "unlisted" not in reading.to_record("m1", "maya.diet")
     assert reading.reader_version == reader.version == "prompt-2"
     assert sorted(request["labels"]) == list("ABCDE")
+
+
+def test_a_windows_values_are_checked_against_their_own_turn():
+    from doxa.inference.agent.organizer_schema import WindowOutput, WindowRequest, check_window_output
+
+    turns = [(1, "I work as a nurse these days."), (2, "Thanks, that helps!")]
+    request = WindowRequest(text="\n".join(t for _, t in turns), source="me-chat",
+                            source_path="person/self/chat/me-chat", sent_at=datetime(2026, 6, 1),
+                            subjects=[{"id": "me", "name": "Me", "aliases": []}], questions=[],
+                            known_subject_ids=frozenset({"me"}), turns=turns)
+    job = {"subject": "me", "kind": "job", "text": "What is my job?", "shape": "value", "options": ["nurse"]}
+    reply = WindowOutput.model_validate({"turns": [{"turn": 1, "new_questions": [job]},
+                                                   {"turn": 2, "new_questions": [{**job, "options": ["nurse"]}]}]})
+    clean, problems = check_window_output(reply, request)
+    assert problems == []
+    by_turn = {t.turn: t for t in clean.turns}
+    assert by_turn[1].new_questions[0].options == ["nurse"]
+    # turn 2 does not say "nurse": the question it proposes again gets no value from it
+    assert [q.options for q in by_turn[2].new_questions] == [[]]

@@ -148,7 +148,8 @@ def _agreement(p_src: np.ndarray, p_dst: np.ndarray, src: list[str], dst: list[s
 
 def merge_proposals(store) -> list[Proposal]:
     """Every duplicate candidate (the module docstring) as a proposed ``question_merge``."""
-    pairs = maintenance.duplicate_pairs(store)
+    # the SQL's rough overlap (words of 3 letters or more) is held a quarter below the exact bar
+    pairs = maintenance.duplicate_pairs(store, sorted(STOPWORDS | HEDGES), OTHER_KIND_SIMILARITY_MIN - 0.25)
     kept = []
     for pair in pairs:
         a, b = pair["a"], pair["b"]

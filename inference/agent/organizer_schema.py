@@ -31,7 +31,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -230,12 +230,36 @@ def same_value(value: str, options: list[str]) -> str | None:
     return next((o for o in options if value_key(o) == key), None)
 
 
-def _values(values: list[str], where: str, problems: list[str]) -> list[str]:
-    """A value question's values: cleaned, placeholders dropped, distinct up to case and spacing."""
+_WORD = re.compile(r"\w+")
+
+
+def stated_in(text: str) -> Callable[[str], bool]:
+    """``stated(value)``: whether the message ``text`` states ``value`` — its words, case aside, appear
+    in the text one after another (or run together: "7am" states "7 am"). A value is what the
+    evidence says, so one the text does not hold is a model's invention (a small model fills a value
+    question with "Neighborhood 1"): code drops it rather than store it as an option. A value with no
+    letter or digit is left to the other checks."""
+    tokens = [w.casefold() for w in _WORD.findall(text)]
+    joined = "".join(tokens)
+
+    def stated(value: str) -> bool:
+        wanted = [w.casefold() for w in _WORD.findall(value)]
+        if not wanted:
+            return True
+        n = len(wanted)
+        return any(tokens[i:i + n] == wanted for i in range(len(tokens) - n + 1)) or "".join(wanted) in joined
+
+    return stated
+
+
+def _values(values: list[str], where: str, problems: list[str],
+            stated: Callable[[str], bool] = lambda value: True) -> list[str]:
+    """A value question's values: cleaned, placeholders and values the message does not state dropped,
+    distinct up to case and spacing."""
     out: list[str] = []
     for value in values:
         value = clean_value(value)
-        if not value or value.casefold() in PLACEHOLDER_VALUES or same_value(value, out):
+        if not value or value.casefold() in PLACEHOLDER_VALUES or same_value(value, out) or not stated(value):
             continue
         if not NAME.check(value):
             problems.append(f"{where}: value {value[:40]!r} {NAME.message(value)}: give the value itself, short")
@@ -299,6 +323,7 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
         return known(reference) or slug(reference)
 
     subjects = set(request.known_subject_ids) | seen_subjects
+    stated = stated_in(request.text)
     questions = []
     for q in output.new_questions:
         subject = subject_id(q.subject)
@@ -318,7 +343,7 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
             problems.append(f"{where}: kind {q.kind!r} has no letters: give a snake_case name such as \"diet\"")
         if q.shape == "value":
             questions.append(NewValueQuestion(subject=subject, kind=kind, text=" ".join(q.text.split()),
-                                              shape="value", options=_values(q.options, where, problems)))
+                                              shape="value", options=_values(q.options, where, problems, stated)))
             continue
         questions.append(NewQuestion(subject=subject, kind=kind, text=" ".join(q.text.split()), shape=q.shape,
                                      options=options))
@@ -329,7 +354,7 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
     for link in links:
         if link not in shown:
             problems.append(f"links: {link!r} is not one of the existing question ids listed; link only those")
-    new_values = _check_values(output.new_values, request, questions, links, problems)
+    new_values = _check_values(output.new_values, request, questions, links, problems, stated)
     relations = []
     for r in output.new_relations:
         ends = (subject_id(r.from_), subject_id(r.to))
@@ -345,16 +370,17 @@ def check_output(output: OrganizerOutput, request: OrganizerRequest) -> tuple[Or
 
 
 def _check_values(given: list[NewValue], request: OrganizerRequest, questions: list, links: list[str],
-                  problems: list[str]) -> list[NewValue]:
+                  problems: list[str], stated: Callable[[str], bool]) -> list[NewValue]:
     """The new values that add to a shown open question (see :func:`check_output`); ``questions``
-    (the new ones) and ``links`` are extended in place."""
+    (the new ones) and ``links`` are extended in place. A value the message does not state
+    (:func:`stated_in`) adds nothing: its question is linked, as for "a value not named"."""
     shown = {q["id"]: q for q in request.questions}
     creating = {f"{q.subject}.{q.kind}": q for q in questions}
     out: list[NewValue] = []
     for v in given:
         qid, where = v.question.strip(), f"new_values ({v.value!r})"
         value = clean_value(v.value)
-        if not value or value.casefold() in PLACEHOLDER_VALUES:
+        if not value or value.casefold() in PLACEHOLDER_VALUES or not stated(value):
             if qid in shown and qid not in links:
                 links.append(qid)  # "a value not listed": the reader reads it as unlisted
             continue
@@ -533,7 +559,8 @@ def check_window_output(output: WindowOutput, request: WindowRequest) -> tuple[W
     turns = []
     for number in sorted(merged):
         t = merged[number]
-        shown = OrganizerRequest(text=request.text, source=request.source, source_path=request.source_path,
+        shown = OrganizerRequest(text=dict(request.turns)[number], source=request.source,
+                                 source_path=request.source_path,
                                  sent_at=request.sent_at, subjects=request.subjects,
                                  questions=request.questions + created, known_subject_ids=request.known_subject_ids)
         clean, found = check_output(OrganizerOutput(links=t.links, new_values=t.new_values,
