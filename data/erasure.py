@@ -57,6 +57,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -489,6 +491,25 @@ def _quoted(text: str) -> str:
     return text.replace("'", "''")
 
 
+def remove_dead_staging(folder: str | Path | None = None) -> int:
+    """Delete what killed ingests staged in the temporary folder (``doxa-ingest-<pid>-…``, its pid no longer
+    running: an ingest that ends deletes its own): staged records hold message text. A live ingest's files
+    are left alone. Returns how many files or folders were removed."""
+    from .connection import process_alive
+    from .fast_ingest import STAGING_PREFIX
+
+    removed = 0
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*"):
+        pid = path.name[len(STAGING_PREFIX):].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def remove_beside(folder: Path) -> int:
     """Delete the belief-cache entries in ``folder`` (data/belief_cache.py): they hold what reads of
     questions computed, some of them before the erasure. Returns how many were removed."""
@@ -501,4 +522,4 @@ def remove_beside(folder: Path) -> int:
 
 
 __all__ = ["KINDS", "ErasureError", "ErasurePlan", "plan", "drop_plan_tables", "erase", "erasures", "pending_rewrite", "rewrite",
-           "remove_beside"]
+           "remove_beside", "remove_dead_staging"]

@@ -55,6 +55,10 @@ from .sql import sql_literal
 from .text import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
 from .writer import look_alike_warnings
 
+#: Staged files and folders of an ingest in the system's temporary folder: ``<prefix><pid>-…``, deleted when
+#: the ingest ends; those of an ingest killed before (its pid dead) are removed by `doxa forget`.
+STAGING_PREFIX = "doxa-ingest-"
+
 #: Lines read, parsed and checked at a time: bounds the memory of an ingest of any size.
 BLOCK_LINES = 100_000
 #: Blocks proved at once, each by its own thread and DuckDB database (at most one per core).
@@ -359,7 +363,8 @@ class Stage:
     """
 
     def __init__(self, shards: int = 1):
-        self.folder = tempfile.mkdtemp(prefix="doxa-ingest-")
+        # the pid in the name: a folder a killed ingest left behind is found and removed (data/erasure.py)
+        self.folder = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
         self.shards: list[_Shard] = []
         try:
             for i in range(shards):
@@ -905,7 +910,7 @@ class LineReplay:
 
         def write(raw: pa.Array) -> None:
             if self._writer is None:
-                handle, self.spool_path = tempfile.mkstemp(prefix="doxa-ingest-", suffix=".arrows")
+                handle, self.spool_path = tempfile.mkstemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", suffix=".arrows")
                 os.close(handle)
                 self._sink = pa.OSFile(self.spool_path, "wb")
                 self._writer = pa.ipc.new_stream(self._sink, pa.schema([("raw", pa.string())]))

@@ -494,3 +494,22 @@ def test_the_organizers_kept_decisions_that_hold_the_text_go_too(tmp_path):
             ["7 Oak Lane"]
         assert forgotten.removed["organizer_decisions"] == 2
     assert files_holding(db.parent) == []
+
+
+def test_what_a_killed_ingest_staged_is_removed_and_a_live_ones_is_not(tmp_path, monkeypatch):
+    import tempfile
+
+    from doxa.data import erasure
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / f"doxa-ingest-{dead.pid}-abc"
+    left.mkdir()
+    (left / "stage-0.duckdb").write_text(f"{MARK} staged")
+    spool = tmp_path / f"doxa-ingest-{dead.pid}-x.arrows"
+    spool.write_text(MARK)
+    live = tmp_path / f"doxa-ingest-{os.getpid()}-mine"
+    live.mkdir()
+    assert erasure.remove_dead_staging() == 2
+    assert not left.exists() and not spool.exists() and live.exists()

@@ -292,7 +292,7 @@ def build_server(db_path: str, *, allow_forget: bool = False) -> MCPServer:
             "the user asks to forget, and call it first with dry_run true to show them what would go. Returns "
             "{kind, id, dry_run, erasure, rewritten, messages, questions, sources, emptied_sources, "
             "changed_questions, values, "
-            "copies_kept, removed (rows per table), beliefs (before and after), note}."))
+            "copies_kept, removed (rows per table), beliefs (before and after), staged_removed, note}."))
         def forget(kind: Annotated[Literal["message", "source", "subject"], Field(description="What to forget.")],
                    id: Annotated[str, Field(min_length=1, description="Its id (search shows message ids).")],
                    reason: Annotated[str | None, Field(description="Why (kept in the erasure record; without "

@@ -4,7 +4,8 @@ What goes and how its bytes leave the disk is :mod:`doxa.data.erasure`'s; this v
 one write session that ends with the rewrite of the store file (nothing may be written through
 the connection after it), removes the belief-cache entries kept beside the store, and reports
 the beliefs that changed — read before the erasure and again after it, from the evidence that
-remains. Parameters learned from the forgotten evidence stay until the next `doxa train`
+remains, and removes what killed ingests staged in the temporary folder. Parameters learned from the
+forgotten evidence stay until the next `doxa train`
 (docs/design.md, "Erasure"), and the report says so.
 """
 
@@ -59,12 +60,15 @@ class Forgotten:
     removed: dict[str, int]
     #: per question whose belief changed or that was removed: before and after ({top, p_top}; after None: removed)
     beliefs: list[dict[str, Any]] = field(default_factory=list)
+    #: files and folders that killed ingests had staged in the temporary folder, removed
+    staged_removed: int = 0
     note: str = PARAMETERS_NOTE
 
     @classmethod
     def of(cls, found: erasure.ErasurePlan, *, dry_run: bool, record: str | None = None, rewritten: bool = False,
-           beliefs: list[dict[str, Any]] | None = None) -> "Forgotten":
-        return cls(dry_run=dry_run, erasure=record, rewritten=rewritten, beliefs=beliefs or [], **found.to_dict())
+           beliefs: list[dict[str, Any]] | None = None, staged_removed: int = 0) -> "Forgotten":
+        return cls(dry_run=dry_run, erasure=record, rewritten=rewritten, beliefs=beliefs or [],
+                   staged_removed=staged_removed, **found.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,12 +109,18 @@ def forget(memory: "Memory", kind: str, target: str, *, reason: str | None = Non
                     f"failed ({err.strerror or err}): its bytes may stay on disk until `doxa forget --rewrite` "
                     "succeeds — free disk space or fix the folder's permissions, then run it") from err
             rewritten = True
+    staged = 0
     if not store.in_memory:
         erasure.remove_beside(cache_dir(store.path))
+    try:
+        staged = erasure.remove_dead_staging()
+    except OSError:
+        pass  # a temporary folder it cannot list: nothing of this store's is known to be there
     after = _tops(memory, found.changed, utc_now())
     beliefs = [{"question": q, "before": before.get(q), "after": after.get(q) if q not in found.questions else None,
                 "removed": q in found.questions} for q in sorted(set(found.changed) | set(found.questions))]
-    return Forgotten.of(found, dry_run=False, record=record, rewritten=rewritten, beliefs=beliefs)
+    return Forgotten.of(found, dry_run=False, record=record, rewritten=rewritten, beliefs=beliefs,
+                        staged_removed=staged)
 
 
 def rewrite_pending(memory: "Memory") -> dict[str, Any]:
