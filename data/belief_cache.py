@@ -173,6 +173,18 @@ def _entry_name(question: str) -> str:
     return "h-" + hashlib.sha256(raw).hexdigest() + ".json"
 
 
+def clear_entries(db_path: str) -> int:
+    """Delete every kept entry (not the generation file): after an erasure, entries computed before it
+    hold what reads of the forgotten evidence computed. Returns how many were removed."""
+    folder = cache_dir(db_path)
+    removed = 0
+    if folder.is_dir():
+        for entry in [*folder.glob("q-*.json"), *folder.glob("h-*.json")]:  # the names of _entry_name
+            entry.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def load(db_path: str, question: str, current: Generation) -> dict[str, Any] | None:
     """The entry of ``question`` that counts in generation ``current``, or None."""
     try:
@@ -203,4 +215,5 @@ def save(db_path: str, question: str, token: str, entry: dict[str, Any]) -> None
         pass
 
 
-__all__ = ["Generation", "cache_dir", "open_generation", "close_generation", "generation", "file_stamp", "load", "save", "WRITING"]
+__all__ = ["Generation", "cache_dir", "open_generation", "close_generation", "generation", "file_stamp", "clear_entries",
+           "load", "save", "WRITING"]

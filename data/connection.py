@@ -15,6 +15,7 @@ import functools
 import os
 import random
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -42,7 +43,8 @@ def process_alive(pid: int) -> bool:
 
 
 def remove_dead_writers_files(folder, prefix: str) -> list:
-    """Delete the files ``<prefix><pid>-…`` in ``folder`` whose writer ``pid`` is dead (not this process).
+    """Delete the files (and folders) ``<prefix><pid>-…`` in ``folder`` whose writer ``pid`` is dead (not this
+    process).
 
     A file staged under a temporary name was never acknowledged: a writer killed before its
     rename leaves it behind, and nothing else will ever read it.
@@ -51,7 +53,10 @@ def remove_dead_writers_files(folder, prefix: str) -> list:
     for path in Path(folder).glob(f"{prefix}*"):
         pid = path.name[len(prefix):].split("-")[0].split(".")[0]
         if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            path.unlink(missing_ok=True)
+            if path.is_dir():  # a staging folder (data/fast_ingest.py)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,6 +65,7 @@ from typing import Any
 
 import duckdb
 
+from .connection import remove_dead_writers_files
 from .durable import fsync_path
 from .errors import StoreError
 from .evidence import mark_copies_sql
@@ -495,31 +495,10 @@ def remove_dead_staging(folder: str | Path | None = None) -> int:
     """Delete what killed ingests staged in the temporary folder (``doxa-ingest-<pid>-…``, its pid no longer
     running: an ingest that ends deletes its own): staged records hold message text. A live ingest's files
     are left alone. Returns how many files or folders were removed."""
-    from .connection import process_alive
     from .fast_ingest import STAGING_PREFIX
 
-    removed = 0
-    for path in Path(folder or tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*"):
-        pid = path.name[len(STAGING_PREFIX):].split("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-            removed += 1
-    return removed
-
-
-def remove_beside(folder: Path) -> int:
-    """Delete the belief-cache entries in ``folder`` (data/belief_cache.py): they hold what reads of
-    questions computed, some of them before the erasure. Returns how many were removed."""
-    removed = 0
-    if folder.is_dir():
-        for entry in folder.glob("[qh]-*.json"):
-            entry.unlink(missing_ok=True)
-            removed += 1
-    return removed
+    return len(remove_dead_writers_files(folder or tempfile.gettempdir(), STAGING_PREFIX))
 
 
 __all__ = ["KINDS", "ErasureError", "ErasurePlan", "plan", "drop_plan_tables", "erase", "erasures", "pending_rewrite", "rewrite",
-           "remove_beside", "remove_dead_staging"]
+           "remove_dead_staging"]

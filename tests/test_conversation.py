@@ -190,11 +190,15 @@ def test_end_to_end_one_organizer_call_per_window_finds_both_jobs_and_answers_th
     assert dog.abstain and dog.answer is None
 
 
+#: One session of three user turns: a job twice, then a new one (a window of two ends after the second).
+NURSE_THEN_TEACHER = [Session("s1", "2024-03-01T09:00:00", [
+    ("user", "I work as a nurse these days."), ("assistant", "Hard work!"),
+    ("user", "Honestly, I am a nurse mostly for the people."), ("assistant", "Nice."),
+    ("user", "Update: I just started as a teacher, I quit the hospital."), ("assistant", "Congratulations!")])]
+
+
 def test_windows_are_bounded_and_a_later_turn_extends_a_question_an_earlier_turn_created(mem):
-    sessions = [Session("s1", "2024-03-01T09:00:00", [
-        ("user", "I work as a nurse these days."), ("assistant", "Hard work!"),
-        ("user", "Honestly, I am a nurse mostly for the people."), ("assistant", "Nice."),
-        ("user", "Update: I just started as a teacher, I quit the hospital."), ("assistant", "Congratulations!")])]
+    sessions = NURSE_THEN_TEACHER
     organize = window_organizer()
     with FakeChatServer(READER_RULES, organizer=organize) as server:
         result = mem.remember_conversation(sessions, window=2, **models(server))
@@ -225,10 +229,7 @@ def test_a_window_reply_linking_an_unknown_turn_is_sent_back_once(mem):
 
 
 def test_a_window_too_long_for_the_servers_context_is_split_and_the_schema_form_kept(mem):
-    sessions = [Session("s1", "2024-03-01T09:00:00", [
-        ("user", "I work as a nurse these days."), ("assistant", "Hard work!"),
-        ("user", "Honestly, I am a nurse mostly for the people."), ("assistant", "Nice."),
-        ("user", "Update: I just started as a teacher, I quit the hospital."), ("assistant", "Congratulations!")])]
+    sessions = NURSE_THEN_TEACHER
     organize = window_organizer()
     with FakeChatServer(READER_RULES, organizer=organize) as server:
         server.fail("context_400", to="organizer")

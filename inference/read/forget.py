@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from doxa.data import erasure
-from doxa.data.belief_cache import cache_dir
+from doxa.data.belief_cache import clear_entries
 from doxa.data.times import utc_now
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def forget(memory: "Memory", kind: str, target: str, *, reason: str | None = Non
             rewritten = True
     staged = 0
     if not store.in_memory:
-        erasure.remove_beside(cache_dir(store.path))
+        clear_entries(store.path)
     try:
         staged = erasure.remove_dead_staging()
     except OSError:
@@ -138,7 +138,7 @@ def rewrite_pending(memory: "Memory") -> dict[str, Any]:
             raise erasure.ErasureError(f"rewriting the store file failed ({err.strerror or err}): free disk space "
                                        "(the rewrite needs room for a copy of the store) or fix the folder's "
                                        "permissions, then run `doxa forget --rewrite` again") from err
-    erasure.remove_beside(cache_dir(store.path))
+    clear_entries(store.path)
     return {"rewritten": pending, "bytes": size}
 
 
