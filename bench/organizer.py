@@ -424,8 +424,10 @@ def stored_options(store) -> dict[str, list[str]]:
 
 
 def world_episode(organizer, sliced: Slice, db: str, *, max_messages: int, seconds_budget: float,
-                  apply_above: float | None, progress: bool = True) -> dict[str, Any]:
-    """The generated world's episode (see the module docstring); ``apply_above`` None: no maintenance."""
+                  apply_above: float | None, progress: bool = True,
+                  name: str = "world") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The generated world's episode (see the module docstring) and its gold cases (:func:`gold_cases`,
+    taken before maintenance changes the store); ``apply_above`` None: no maintenance."""
     import doxa
 
     meter = Meter(organizer)
@@ -435,15 +437,83 @@ def world_episode(organizer, sliced: Slice, db: str, *, max_messages: int, secon
     memory = doxa.open(db)
     try:
         options = stored_options(memory.store)
+        steps = world_steps(sliced, run, options, max_messages)
+        cases = gold_cases(steps, memory.store, name)
         subjects, kinds = question_subjects(memory.store), question_kinds(memory.store)
         maintenance = run_maintenance(memory, apply_above) if apply_above is not None else None
     finally:
         memory.close()
-    steps = world_steps(sliced, run, options, max_messages)
-    episode = {"episode": "world", "kind": "world", "people": len(sliced.people), "stopped_by": run.stopped_by,
+    episode = {"episode": name, "kind": "world", "people": len(sliced.people), "stopped_by": run.stopped_by,
                "instructions_version": run.results[0].instructions_version if run.results else None,
-               "cost": _rounded(meter.cost), "failure_examples": run.failures[:5]}
-    return _with_maintenance(episode, steps, subjects, kinds, maintenance)
+               "cost": _rounded(meter.cost), "failure_examples": run.failures[:5],
+               "gold_cases": gold_case_summary(cases)}
+    return _with_maintenance(episode, steps, subjects, kinds, maintenance), cases
+
+
+# ----------------------------------------------------------------------------- gold cases
+def gold_cases(steps: list[Step], store, episode: str) -> list[dict[str, Any]]:
+    """The world's truth as cases instruction search can score (``doxa organizer-instructions search --cases``;
+    docs/formats.md, "Organizer cases"): one per step with a gold question and a kept decision, expecting
+    what the gold says the step should have done with what its request showed.
+
+    With ``match`` (:func:`match_questions`) and the shown questions ``S`` of the step's kept decision:
+    *right* ``R = {q ∈ S : match(q) = gold}``, *wrong* ``W = S − R``. When ``R`` is not empty the
+    message should link one of them (``links_one_of: R``); when it is empty (the gold question was not made
+    yet, or retrieval did not show it) it should create a question about the gold person (``creates``,
+    ``subject_one_of``). Either way it should neither link nor create any of ``W`` (``not_links: W``). A step
+    bearing on nothing the gold knows expects nothing made (``nothing``). A failed step, or one with no kept
+    decision, gives no case."""
+    from doxa.data import organizer_decisions as kept_data
+    from doxa.inference.agent.instruction_search import judge
+    from doxa.inference.agent.organizer_memory import GOLD, WORLD, Case
+
+    match = match_questions(steps)
+    decided: dict[str, dict[str, Any]] = {}
+    for d in kept_data.decisions(store, messages=[s.message for s in steps]):
+        if d["instructions_version"] is not None:  # a replay has none
+            for m in d["messages"]:
+                decided[m] = d
+    out = []
+    for step in steps:
+        decision = decided.get(step.message)
+        if step.failed or decision is None:
+            continue
+        shown = [q["id"] for q in decision["request"].get("questions", [])]
+        right = [q for q in shown if step.gold is not None and match.get(q) == step.gold]
+        wrong = [q for q in shown if q not in right]
+        if step.gold is None:
+            expected: dict[str, Any] = {"nothing": True}
+            observed = "bears on nothing the gold knows"
+        elif right:
+            expected = {"links_one_of": right, "not_links": wrong}
+            observed = f"bears on {step.gold}, made as {', '.join(right)} and shown"
+        else:
+            expected = {"creates": True, "not_links": wrong}
+            if step.person is not None:
+                expected["subject_one_of"] = [step.person]
+            observed = f"bears on {step.gold}, not among the questions shown"
+        case = Case(f"{GOLD}:{episode}:{step.message}", GOLD, decision["key"], [step.message], right, observed,
+                    expected, WORLD)
+        row = case.to_dict()
+        row["right_when_kept"] = judge(case, decision, decision["output"])
+        out.append(row)
+    return out
+
+
+def gold_case_summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many gold cases, by what they expect, and how many the kept decisions got right."""
+    kinds = Counter("link" if "links_one_of" in c["expected"] else "create" if c["expected"].get("creates")
+                    else "nothing" for c in cases)
+    right = sum(c["right_when_kept"] for c in cases)
+    return {"cases": len(cases), "by_expected": dict(sorted(kinds.items())), "right_when_kept": right,
+            "rate": right / len(cases) if cases else None}
+
+
+def write_cases(cases: list[dict[str, Any]], path: Path) -> None:
+    """Write gold cases as JSON Lines (the fields ``read_cases`` takes; ``right_when_kept`` left out)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for c in cases:
+            f.write(json.dumps({k: v for k, v in c.items() if k != "right_when_kept"}, ensure_ascii=False) + "\n")
 
 
 # ----------------------------------------------------------------------------- conversations
@@ -675,10 +745,12 @@ def main(argv: list[str] | None = None) -> int:
             db = str((out or Path(tmp)) / "organized.duckdb")
             if Path(db).exists():
                 raise SystemExit(f"{db} exists: the bench writes a fresh store; pass another --out or delete it")
-            episode = world_episode(organizer, sliced, db, max_messages=args.messages,
-                                    seconds_budget=args.minutes * 60, apply_above=apply_above, progress=progress)
-        episode["episode"] = f"world:{world_name}"
+            episode, cases = world_episode(organizer, sliced, db, max_messages=args.messages,
+                                           seconds_budget=args.minutes * 60, apply_above=apply_above,
+                                           progress=progress, name=f"world:{world_name}")
         episodes.append(episode)
+        if out:
+            write_cases(cases, out / "gold_cases.jsonl")
     if args.data:
         from conversations import load_records, spread
 

@@ -515,14 +515,34 @@ def roll_back_instructions(version: int = typer.Argument(..., help="The version 
         typer.echo(f"Unchanged: the current version already has the text of version {version}.")
 
 
+#: ``--cases FILE`` of ``cases`` and ``search``.
+CasesFileOption = typer.Option(None, "--cases", help="A JSON Lines file of gold cases to add to the store's "
+                                                     "(docs/formats.md, \"Organizer cases\"; bench/organizer.py "
+                                                     "writes one from a generated world's truth).")
+
+
+def _case_file(path: Optional[str]) -> list:
+    """The cases of ``--cases FILE`` (none without it); a bad file exits 2 naming its line and field."""
+    from doxa.inference.agent.instruction_search import CaseFileError, read_cases
+
+    if path is None:
+        return []
+    try:
+        return read_cases(path)
+    except CaseFileError as err:
+        fail(str(err), 2)
+
+
 @instructions.command("cases")
-def instructions_cases(db: Optional[str] = DbOption, as_json: bool = JsonOption):
+def instructions_cases(case_file: Optional[str] = CasesFileOption, db: Optional[str] = DbOption,
+                       as_json: bool = JsonOption):
     """The organizer's mistakes as cases: what people, the world and the checkers said after it, each with
     the decision it concerns and the decision expected (docs/organizer.md, "Mistakes collected")."""
     from doxa.inference.agent.organizer_memory import cases
 
+    extra = _case_file(case_file)
     mem = open_memory(db)
-    found = guarded(lambda: cases(mem.store))
+    found = guarded(lambda: cases(mem.store)) + extra
     if as_json:
         emit_json([c.to_dict() for c in found])
         return
@@ -554,22 +574,31 @@ def instructions_search(
     proposer_model: Optional[str] = typer.Option(None, "--proposer-model", help="The proposer's model (default "
                                                                                 "DOXA_PROPOSER_MODEL, else the "
                                                                                 "organizer's)."),
+    proposer_mode: str = typer.Option("rule", "--proposer-mode", help="What the proposer writes: 'rule' (one "
+                                                                       "new rule, added by code: what a small "
+                                                                       "model can do) or 'rewrite' (the whole "
+                                                                       "text, for a stronger model)."),
     activate: bool = flag(False, "--activate", "Make the best kept candidate the active version (`rollback` "
                                                "returns to the old one)."),
     by: str = by_option("Who activates (with --activate).", default="instruction search"),
+    case_file: Optional[str] = CasesFileOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ):
     """Propose revised instructions from the cases, score them by replaying the cases through the organizer,
     and keep those that beat the current text on held-out cases (docs/organizer.md, "Instruction search")."""
-    from doxa.inference.agent.instruction_proposer import ProposerError, proposer_from_env
+    from doxa.inference.agent.instruction_proposer import MODES, ProposerError, proposer_from_env
     from doxa.inference.agent.instruction_search import run_search
     from doxa.inference.agent.organizer_client import OrganizerError, organizer_from_env
 
+    extra = _case_file(case_file)
     mem = open_memory(db)
     try:
         organizer = organizer_from_env()
-        proposer = proposer_from_env(url=proposer_url, model=proposer_model)
+        if proposer_mode not in MODES:
+            fail(f"--proposer-mode {proposer_mode!r} is not one of {', '.join(MODES)}: 'rule' adds one rule the "
+                 "proposer writes, 'rewrite' takes its whole text", 2)
+        proposer = proposer_from_env(url=proposer_url, model=proposer_model, mode=proposer_mode)
     except (OrganizerError, ProposerError) as err:
         fail(str(err), 2)
     if organizer is None or proposer is None:
@@ -579,7 +608,8 @@ def instructions_search(
              "(--proposer-url names another server for the proposer)", 2)
     try:
         result = guarded(lambda: run_search(mem.store, organizer, proposer, rounds=rounds, candidates=candidates,
-                                            max_calls=max_calls, activate=activate, by=by))
+                                            max_calls=max_calls, activate=activate, by=by,
+                                            extra_cases=extra))
     except (OrganizerError, ProposerError) as err:
         fail(f"{err} The search's state is kept: run it again to resume.")
     if as_json:

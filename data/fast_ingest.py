@@ -52,7 +52,7 @@ from .bookkeeping import mark_evidence_changed, settle_copies, terms_sql
 from .connection import CONNECT_CONFIG
 from .session import transaction
 from .sql import sql_literal
-from .text import MIN_SHARED_FINGERPRINT_CHARS, fingerprint
+from .text import PLAIN_TEXT, fingerprint, fingerprint_sql, normalise_sql
 from .writer import look_alike_warnings
 
 #: Staged files and folders of an ingest in the system's temporary folder: ``<prefix><pid>-…``, deleted when
@@ -67,9 +67,6 @@ STAGE_WORKERS = 2
 FLUSH_LINES = 250_000
 #: Below this many lines the per-line path is about as fast and needs no staging file.
 FAST_MIN_LINES = 5_000
-#: Sums this close to the edge of the tolerance are left to the per-line check (``math.fsum``
-#: there, plain double addition here: they may differ in the last bits).
-SUM_MARGIN = 1e-9
 
 
 class NotProved(Exception):
@@ -80,33 +77,18 @@ class NotProved(Exception):
         self.reason = reason
 
 
-#: A text that is only white space (or nothing): no question's or instruction's text.
-BLANK_TEXT = f"^{ingest_rules.spaces_class()}*$"
-#: The ISO 8601 forms proved here; :func:`doxa.data.times.parse_time` reads many more (those go the per-line way).
-TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
-             r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$")
 #: A line that is only these white-space characters holds no record (as the per-line path reads it).
 BLANK_LINE = r"^[ \t\n\r\x0b\x0c]*$"
 #: A comma before a closing bracket: DuckDB's parser accepts it, the per-line one does not.
 TRAILING_COMMA = r",[ \t\r\n]*[}\]]"
-#: Texts whose fingerprint SQL computes exactly as :func:`doxa.data.text.normalise_text` does: in
-#: printable ASCII plus tab, newline and carriage return, Python's ``\s``, ``lower`` and ``strip``
-#: agree with the classes spelled out below. Other texts are fingerprinted in Python.
-PLAIN_TEXT = r"^[\x{20}-\x{7e}\t\n\r]*$"
-_WS = r"[ \t\n\r]"
 
 _NUMBER_TYPES = "('DOUBLE', 'UBIGINT', 'BIGINT')"
 _INT_TYPES = "('UBIGINT', 'BIGINT')"
 
 
-#: The SQL predicates of a name and of a record's own id: the ``name`` and ``id`` rules of
-#: :mod:`doxa.data.ingest_rules`.
-_name_ok, _id_ok = ingest_rules.NAME.sql, ingest_rules.ID.sql
-
-
-def _names_ok(types: str, strings: str) -> str:
+def _names_ok(types: str, strings: str, name_ok: Callable[[str], str]) -> str:
     return (f"coalesce(list_bool_and(list_transform({types}, lambda x: x = 'VARCHAR')), true) "
-            f"AND coalesce(list_bool_and(list_transform({strings}, lambda x: {_name_ok('x')})), true)")
+            f"AND coalesce(list_bool_and(list_transform({strings}, lambda x: {name_ok('x')})), true)")
 
 
 # ------------------------------------------------------------------------ field kinds
@@ -125,58 +107,72 @@ class Field:
         return self.column or self.key
 
 
+#: The rules of :mod:`doxa.data.ingest_rules` a field kind's proof runs wherever the kind is, stated
+#: once: :func:`_field_sql` runs their SQL predicates (a name kind's on every name it holds, a list's
+#: and ``rests_on``'s too; a time kind's on the moment it reads) and :func:`_check_specs` holds every
+#: rule's fields to them. A field's proof runs every other rule that holds it
+#: (:func:`doxa.data.ingest_rules.rules_for`: a number's range, a mass, a blank text, a source's '/')
+#: on its value as well; the sum of a reading's masses is proved with the reading (:meth:`Stage._store`).
+_NAME, _ID, _TEXT, _TIME = ingest_rules.NAME, ingest_rules.ID, ingest_rules.TEXT, ingest_rules.TIME
+KIND_RULES: dict[str, tuple[ingest_rules.Rule, ...]] = {
+    "id": (_ID,), "name": (_NAME,), "name_opt": (_NAME,), "name_default": (_NAME,), "reader_version": (_NAME,),
+    "names": (_NAME,), "names_default": (_NAME,), "names_opt": (_NAME,), "rests_on": (_NAME,),
+    "text": (_TEXT,), "text_opt": (_TEXT,), "time": (_TIME,), "time_opt": (_TIME,),
+}
+
+
 def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
-               rule: ingest_rules.Rule | None = None) -> tuple[str, str]:
+               held: tuple[ingest_rules.Rule, ...] = ()) -> tuple[str, str]:
     """(value SQL, proof SQL) of field ``f``: ``v`` its JSON value (NULL when absent), ``t`` its JSON
     type, ``s`` its string; ``c``, where the proof may use it, the value already computed (a column:
-    a time's value costs a third of its proof, and DuckDB would compute it again); ``rule``, the
-    rule of :mod:`doxa.data.ingest_rules` that holds the field, whose SQL predicate the proof runs."""
+    a time's value costs a third of its proof, and DuckDB would compute it again). The proof runs the
+    rules of its kind (:data:`KIND_RULES`) and ``held``, the other rules that hold the field, on its
+    value wherever it has one."""
+    value, proof = _kind_sql(f, v, t, s, c)
+    if held:
+        x = c or value
+        proof = f"({proof} AND ({x} IS NULL OR ({' AND '.join(rule.sql(x) for rule in held)})))"
+    return value, proof
+
+
+def _kind_sql(f: Field, v: str, t: str, s: str, c: str | None) -> tuple[str, str]:
+    """(value SQL, proof SQL) of field ``f`` by its kind (:func:`_field_sql`)."""
     absent = f"{v} IS NULL"
     null = f"({absent} OR {t} = 'NULL')"
     kind = f.kind
-    if kind == "name":
-        return s, f"({t} = 'VARCHAR' AND {_name_ok(s)})"
-    if kind == "id":
-        return s, f"({t} = 'VARCHAR' AND {_id_ok(s)})"
+    rules = KIND_RULES.get(kind, ())
+
+    def ok(x: str) -> str:  # the kind's rules on a value x
+        return " AND ".join(rule.sql(x) for rule in rules)
+
+    if kind in ("name", "id", "text"):
+        return s, f"({t} = 'VARCHAR' AND {ok(s)})"
     if kind == "ref":  # must equal a stored or proven id or option (checked by joins): that proves it a name
         return s, f"({t} = 'VARCHAR')"
     if kind == "ref_opt":
         return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR {t} = 'VARCHAR')"
-    if kind == "name_opt":
-        return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR ({t} = 'VARCHAR' AND {_name_ok(s)}))"
+    if kind in ("name_opt", "text_opt"):
+        return f"CASE WHEN {t} = 'VARCHAR' THEN {s} END", f"({null} OR ({t} = 'VARCHAR' AND {ok(s)}))"
     if kind == "name_default":
         return (f"coalesce({s}, {sql_literal(f.default)})",
-                f"({absent} OR ({t} = 'VARCHAR' AND {_name_ok(s)}))")
+                f"({absent} OR ({t} = 'VARCHAR' AND {ok(s)}))")
     if kind == "reader_version":
-        return f"coalesce({s}, '')", f"({absent} OR ({t} = 'VARCHAR' AND ({s} = '' OR {_name_ok(s)})))"
-    if kind in ("text", "text_nonempty"):  # held to the text rule
-        nonempty = f" AND NOT regexp_matches({s}, {sql_literal(BLANK_TEXT)})" if kind == "text_nonempty" else ""
-        return s, f"({t} = 'VARCHAR' AND {rule.sql(s)}{nonempty})"
-    if kind == "text_opt":
-        return (f"CASE WHEN {t} = 'VARCHAR' THEN {s} END",
-                f"({null} OR ({t} = 'VARCHAR' AND {rule.sql(s)}))")
-    if kind in ("time", "time_opt"):
-        offset = (f"CASE WHEN {s} LIKE '%Z' THEN 0 "
-                  f"WHEN regexp_matches({s}, '[+-][0-9][0-9]:[0-9][0-9]$') THEN "
-                  f"(CASE WHEN substr({s}, -6, 1) = '-' THEN -1 ELSE 1 END) * "
-                  f"(TRY_CAST(substr({s}, -5, 2) AS INTEGER) * 60 + TRY_CAST(substr({s}, -2, 2) AS INTEGER)) "
-                  f"ELSE 0 END")
-        local = f"TRY_CAST(regexp_replace({s}, '(Z|[+-][0-9][0-9]:[0-9][0-9])$', '') AS TIMESTAMP)"
-        value = f"CASE WHEN regexp_matches({s}, {sql_literal(TIME_FORM)}) THEN {local} - to_minutes({offset}) END"
+        return f"coalesce({s}, '')", f"({absent} OR ({t} = 'VARCHAR' AND ({s} = '' OR {ok(s)})))"
+    if kind in ("time", "time_opt"):  # the time rule reads the moment, then holds it
+        (rule,) = rules
+        value = rule.read(s)
         if kind == "time_opt":
             value = f"CASE WHEN {t} = 'VARCHAR' THEN {value} END"  # equal to the time wherever it is a string
-        c = c or value
-        proof = f"({t} = 'VARCHAR' AND {c} IS NOT NULL AND year({c}) BETWEEN 1001 AND 9998)"
+        proof = f"({t} = 'VARCHAR' AND {ok(c or value)})"
         return value, (f"({null} OR {proof})" if kind == "time_opt" else proof)
-    if kind == "mass":  # a reading's unclear, unrelated, one_off: a JSON number, 0 when absent, the mass rule
+    if kind == "mass":  # a reading's unclear, unrelated, one_off, unlisted: a JSON number, 0 when absent
         value = f"coalesce(CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END, 0.0)"
-        return value, f"({absent} OR ({t} IN {_NUMBER_TYPES} AND {rule.sql(c or value)}))"
+        return value, f"({absent} OR {t} IN {_NUMBER_TYPES})"
     if kind in ("number_opt", "int_opt"):  # trust, p_before; params_version, instructions_version: a JSON
-        # number (an integer, in a schema INTEGER) or null, within the field's rule
+        # number (an integer, in a schema INTEGER) or null
         types, cast = (_NUMBER_TYPES, "DOUBLE") if kind == "number_opt" else (_INT_TYPES, "INTEGER")
         value = f"CASE WHEN {t} IN {types} THEN TRY_CAST({v} AS {cast}) END"
-        ruled = f" AND {rule.sql(c or value)}" if rule is not None else ""
-        return value, f"({null} OR ({t} IN {types} AND {c or value} IS NOT NULL{ruled}))"
+        return value, f"({null} OR ({t} IN {types} AND {c or value} IS NOT NULL))"
     if kind == "closed":  # a question's "open": only a closed question (absent or false) is proved here; an
         # open one (its options grow, its readings name some of them) goes the per-line way
         return f"coalesce({t} = 'BOOLEAN' AND {s} = 'true', false)", f"({absent} OR ({t} = 'BOOLEAN' AND {s} = 'false'))"
@@ -188,7 +184,7 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
         return s, f"({t} = 'VARCHAR' AND {s} IN ({allowed}))"
     if kind in ("names", "names_default", "names_opt"):
         types, strings = f"json_type({v}, '$[*]')", f"json_extract_string({v}, '$[*]')"
-        listed = f"({t} = 'ARRAY' AND {_names_ok(types, strings)})"
+        listed = f"({t} = 'ARRAY' AND {_names_ok(types, strings, ok)})"
         value = f"CASE WHEN {t} = 'ARRAY' THEN {strings} END"
         if kind == "names":
             return value, listed
@@ -206,7 +202,7 @@ def _field_sql(f: Field, v: str, t: str, s: str, c: str | None = None,
         q, a = f"json_extract_string({v}, '$.question')", f"json_extract_string({v}, '$.answer')"
         proof = (f"({null} OR ({t} = 'OBJECT' AND len({keys}) = 2 AND list_sort({keys}) = ['answer', 'question'] "
                  f"AND json_type({v}, '$.question') = 'VARCHAR' AND json_type({v}, '$.answer') = 'VARCHAR' "
-                 f"AND {_name_ok(q)} AND {_name_ok(a)}))")
+                 f"AND {ok(q)} AND {ok(a)}))")
         return f"CASE WHEN {t} = 'OBJECT' THEN {q} END", proof  # second column added below
     raise ValueError(f"unknown field kind {kind!r}")
 
@@ -219,7 +215,7 @@ SPECS: dict[str, tuple[Field, ...]] = {
     "relation": (Field("from", "ref", "from_id"), Field("to", "ref", "to_id"), Field("kind", "name")),
     "source": (Field("id", "id"), Field("layers", "names"), Field("trust", "number_opt")),
     "question": (Field("id", "id"), Field("subject", "ref_opt"), Field("kind", "name"),
-                 Field("text", "text_nonempty"), Field("shape", "literal", default="choice", values=models.SHAPES),
+                 Field("text", "text"), Field("shape", "literal", default="choice", values=models.SHAPES),
                  Field("options", "names_opt"), Field("created_by", "name_opt"),
                  Field("instructions_version", "int_opt"), Field("open", "closed")),
     "message": (Field("id", "id"), Field("source", "ref"), Field("sent_at", "time"),
@@ -234,7 +230,7 @@ SPECS: dict[str, tuple[Field, ...]] = {
                    Field("p_before", "number_opt"), Field("params_version", "int_opt")),
     "rejection": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "rejected_at"),
                   Field("by", "name_default", "rejected_by", default="user")),
-    "instruction": (Field("id", "id"), Field("subject", "ref_opt"), Field("text", "text_nonempty"),
+    "instruction": (Field("id", "id"), Field("subject", "ref_opt"), Field("text", "text"),
                     Field("at", "time", "given_at"), Field("by", "name_default", "given_by", default="user"),
                     Field("rests_on", "rests_on", "rests_on_question")),
 }
@@ -245,19 +241,20 @@ def _check_specs() -> None:
         model = models.RECORD_TYPES[type_name]
         declared = {f.alias or n for n, f in model.model_fields.items()} - {"type"}
         assert declared == {f.key for f in fields}, (type_name, declared ^ {f.key for f in fields})
-    # every rule is proved here by its own SQL predicate: on a field whose kind runs it (and every
-    # field of a kind that runs a rule's predicate is held by one)
-    texts = ("text", "text_nonempty", "text_opt")
+    # every rule is proved here by its own SQL predicate: a rule of some kinds (KIND_RULES) on fields of
+    # those kinds; any other on the fields it holds (_field_sql), the sum with the reading (_store)
+    kinds = {rule.name: {kind for kind, rules in KIND_RULES.items() if rule in rules}
+             for rule in ingest_rules.RULES.values()}
     for rule in ingest_rules.RULES.values():
-        kinds = {"string": texts, "reading": ("mass",), "name": ("name", "id")}.get(rule.runs,
-                                                                                ("number_opt", "int_opt"))
         for type_name, key in rule.fields:
-            assert any(f.key == key and f.kind in kinds for f in SPECS[type_name]), (rule.name, key)
+            (field,) = [f for f in SPECS[type_name] if f.key == key]
+            assert not kinds[rule.name] or field.kind in kinds[rule.name], (rule.name, type_name, key)
+    # and a kind's rule names every field of that kind it holds (the tests break each), but the name
+    # rules, which hold every name wherever it is
     for type_name, fields in SPECS.items():
         for f in fields:
-            if f.kind in texts or f.kind == "mass":
-                assert ingest_rules.rule_for(type_name, f.key) is (ingest_rules.TEXT if f.kind in texts
-                                                                    else ingest_rules.MASS), (type_name, f.key)
+            for rule in KIND_RULES.get(f.kind, ()):
+                assert rule.runs == "name" or (type_name, f.key) in rule.fields, (rule.name, type_name, f.key)
 
 
 _check_specs()
@@ -286,7 +283,9 @@ def _type_select(type_name: str) -> str:
     found = " + ".join(f"(v{i} IS NOT NULL)::INTEGER" for i in range(1, len(fields) + 1))
     columns, names, proofs = [], [], [f"len(k) = 1 + {found}"]
     for i, f in enumerate(fields, start=1):
-        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}", f.name, ingest_rules.rule_for(type_name, f.key))
+        own = KIND_RULES.get(f.kind, ())
+        held = tuple(rule for rule in ingest_rules.rules_for(type_name, f.key) if rule not in own)
+        value, proof = _field_sql(f, f"v{i}", f"t{i}", f"s{i}", f.name, held)
         columns.append(f"{value} AS {f.name}")
         names.append(f.name)
         if f.kind == "rests_on":
@@ -430,13 +429,14 @@ class Stage:
     def _store(self, con, type_name: str) -> None:
         select = "* EXCLUDE (ok)"
         if type_name == "reading":
-            mass = "list_sum(map_values(probs)) + unclear + unrelated"
             select = (f"* EXCLUDE (ok, probs_json), json_transform(probs_json, '\"MAP(VARCHAR, DOUBLE)\"') AS probs")
             con.execute(f"CREATE OR REPLACE TEMP TABLE _typed AS SELECT {select} FROM _typed")
-            # each probability held to the mass rule, checked on the very numbers stored (none: no options)
+            # each probability held to the mass rule, and the masses together to the sum rule, checked on
+            # the very numbers stored (none: no options); ingest_rules.reading_masses' order
             each = f"list_bool_and(list_transform(map_values(probs), lambda x: {ingest_rules.MASS.sql('x')}))"
-            bad = con.execute(f"SELECT min(line) FROM _typed WHERE NOT abs({mass} - 1.0) <= "
-                              f"{models.SUM_TOLERANCE - SUM_MARGIN!r} OR NOT {each}").fetchone()[0]
+            masses = "list_concat(map_values(probs), [unlisted, unclear, unrelated])"
+            bad = con.execute(f"SELECT min(line) FROM _typed WHERE NOT {ingest_rules.SUM.sql(masses)} "
+                              f"OR NOT {each}").fetchone()[0]
             if bad is not None:
                 raise NotProved(f"line {bad}: reading masses not proved to sum to 1")
             # a reading with mass on a value not listed reads an open question: the per-line path's
@@ -484,8 +484,8 @@ class Stage:
 
     @staticmethod
     def _type_rules(con, type_name: str) -> None:
-        """The models' validators that span fields (question options, slashes in source paths), on one
-        block's rows (``_typed``)."""
+        """The models' validators that span fields (question options, a source's layers), on one block's
+        rows (``_typed``)."""
         if type_name == "question":
             bad = con.execute("""SELECT min(line) FROM _typed WHERE
                 CASE WHEN shape = 'yes_no' THEN options IS NOT NULL AND list_sort(options) <> ['no', 'yes']
@@ -495,10 +495,10 @@ class Stage:
                 raise NotProved(f"line {bad}: question options")
             con.execute("UPDATE _typed SET options = ['yes', 'no'] WHERE options IS NULL")
             return
-        # the first layer decides is_assistant, which SQL computes only where it agrees with Python
+        # at least one layer (no '/' in it or the id: the source rules, proved with the fields); the first
+        # decides is_assistant, which SQL computes only where it agrees with Python
         # (ingest_rules.IS_ASSISTANT_SQL_AGREES); a first layer of other characters goes the per-line way
-        bad = con.execute(f"""SELECT min(line) FROM _typed WHERE len(layers) = 0 OR contains(id, '/')
-                              OR list_bool_or(list_transform(layers, lambda x: contains(x, '/')))
+        bad = con.execute(f"""SELECT min(line) FROM _typed WHERE len(layers) = 0
                               OR NOT {ingest_rules.IS_ASSISTANT_SQL_AGREES}""").fetchone()[0]
         if bad is not None:
             raise NotProved(f"line {bad}: source id or layers")
@@ -508,16 +508,11 @@ class Stage:
         """The fingerprints (:func:`doxa.data.text.fingerprint`) of one block's messages (``_typed``): in
         SQL for plain texts, in Python for the others. A message given twice gets two equal rows, which
         the write's ``DISTINCT ON (id)`` makes one."""
-        normal = "text"
-        normal = (f"regexp_replace({normal}, '^{_WS}*((fwd?|re|aw|wg){_WS}*:{_WS}*)+', '', 'i')")
-        normal = f"regexp_replace({normal}, '(?m)^{_WS}*(>{_WS}*)+', '', 'g')"
-        # every run of white space becomes one space: runs of two or more, and single tabs and line
-        # breaks, are what changes (replacing each single space by itself cost twice as much)
-        normal = f"lower(trim(regexp_replace({normal}, '{_WS}{{2,}}|[\t\n\r]', ' ', 'g'), ' \t\n\r'))"
+        # the normal form computed once, in the inner select
         con.execute(f"""INSERT INTO st_message_fp
-            SELECT id, CASE WHEN length(n) < {MIN_SHARED_FINGERPRINT_CHARS} THEN left(sha1(source || chr(31) || n), 20)
-                            ELSE left(sha1(n), 20) END AS fingerprint
-            FROM (SELECT id, source, {normal} AS n FROM _typed WHERE regexp_matches(text, {sql_literal(PLAIN_TEXT)}))""")
+            SELECT id, {fingerprint_sql('n', 'source')} AS fingerprint
+            FROM (SELECT id, source, {normalise_sql('text')} AS n FROM _typed
+                  WHERE regexp_matches(text, {sql_literal(PLAIN_TEXT)}))""")
         others = con.execute(f"""SELECT id, source, text FROM _typed
                                  WHERE NOT regexp_matches(text, {sql_literal(PLAIN_TEXT)})""").to_arrow_table()
         if others.num_rows:

@@ -7,6 +7,19 @@ the rule's SQL predicate over a whole column; a line it cannot prove valid sends
 per-line path, so the message exists only here. tests/test_fast_ingest.py breaks generated files
 with each rule's :attr:`Rule.refused` values and holds the two paths to the same refusals.
 
+:data:`RULES` holds the ranges of numbers, the cap of every string, a reading's masses and their sum
+(:data:`SUM_TOLERANCE`), ids and names, a source's id and layers (no '/'), a question's or
+instruction's text (not blank) and times (what :func:`doxa.data.times.parse_time` reads; the SQL
+proves :data:`TIME_FORM`). Free text keeps every character but a lone surrogate (:data:`LONE_SURROGATE`,
+the class names refuse too). A message's fingerprint, which both paths compute, is
+:mod:`doxa.data.text`'s, with its SQL twin beside it.
+
+Rules that span records are not here, and need not be: "never edited" (a record stored already
+must be given again as stored) and the references (a reading's message and question, a message's
+source, …) are worded by :func:`doxa.data.writer.write_batch` alone (``NEVER_EDITED`` and its
+neighbours); the columnar path proves them by joins against the store and hands a file it cannot
+prove to the per-line path, so each of those messages too exists once.
+
 Derived columns (a source's ``path``, a message's ``received_at``, a question's ``created_by``)
 are one SQL expression each, which both paths' inserts use (:data:`DERIVED`).
 """
@@ -22,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .sql import sql_literal
+from .times import parse_time
 
 #: Where a fix points for the record format.
 FORMATS_POINTER = "see docs/formats.md"
@@ -57,6 +71,20 @@ class Rule:
     :data:`doxa.data.models.Id`); ``fields`` are some that hold one alone. Its SQL predicate proves a
     value (where it holds, so does the check); a value it does not prove goes to the per-line path,
     which decides (a character that may leave a name not NFC).
+    ``"record"``: on the field's value, once it has its type, as a validator of the record's model whose
+    refusal is a plain ``ValueError``: the per-line path words it ``{field}: {message}: {fix}``, the field
+    left out where the message names it (:func:`doxa.data.ingest.describe_validation_error`; the
+    source rules, whose texts predate the table).
+    ``"time"``: on a time as written, before it has its type (:class:`doxa.data.models._Record`'s
+    ``_times``, which reads it with :func:`doxa.data.times.parse_time`: the check); worded as a
+    ``"record"`` rule's. ``read(column)`` reads a JSON string as the moment ``sql`` holds.
+    ``"sum"``: on a reading's masses together (:func:`reading_masses`), once each keeps the ``mass``
+    rule (:func:`doxa.data.models.reading_mass_problem`); its message is the whole problem. ``fields``
+    are masses a broken file sets, ``refused`` values that leave a valid reading's sum off 1.
+    ``read``: where the columnar path reads a JSON string as another type (a time's moment), that SQL;
+    ``sql`` then holds the value read. ``exact``: whether the SQL predicate gives the check's verdict
+    on every value; where not, it proves a value (where it holds, so does the check) and a value it
+    does not prove goes to the per-line path, which decides and words the message.
     """
 
     name: str
@@ -67,6 +95,8 @@ class Rule:
     fix: str | Callable[[Any], str]
     refused: tuple = ()
     runs: str = "field"
+    read: Callable[[str], str] | None = None
+    exact: bool = True
 
     def fix_for(self, given) -> str:
         """The fix of a refused value ``given``."""
@@ -93,8 +123,12 @@ def _at_most_chars(name: str, cap: int, fields: tuple[tuple[str, str], ...], fix
                 fix=fix, refused=("x" * (cap + 1), " " * (cap + 1)), runs="string")
 
 
-#: Cc (C0 and C1 controls: NUL, ESC, DEL…) and Cs (lone surrogates, which no UTF-8 file can hold)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: Cs, lone surrogates: no UTF-8 file can hold one, so no string of a record may (free text keeps
+#: every other character as written, :func:`doxa.data.models._text`).
+_SURROGATES = "\ud800-\udfff"
+LONE_SURROGATE = re.compile(f"[{_SURROGATES}]")
+#: Cc (C0 and C1 controls: NUL, ESC, DEL…) and Cs (lone surrogates)
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_SURROGATES}]")
 #: The Unicode categories no id, name, alias, option, kind or layer may hold: controls (Cc), lone
 #: surrogates (Cs) and invisible format characters (Cf: zero-width spaces and joiners U+200B–U+200D,
 #: U+2060, U+FEFF, bidi marks and overrides U+200E/F, U+202A–U+202E, U+2066–U+2069, U+061C, …).
@@ -214,10 +248,99 @@ def _names(name: str, problem: Callable[[str], tuple[str, str] | None], spaces_a
                                     f"AND length({column}) <= {MAX_NAME_CHARS})"),
                 message=lambda given: problem(given)[0],
                 fix=lambda given: problem(given)[1],
-                refused=refused, runs="name")
+                refused=refused, runs="name", exact=False)
 
 
-#: Every rule of a single field's value, by name.
+def _blank(name: str, fields: tuple[tuple[str, str], ...]) -> Rule:
+    """A text that says something: not empty, not only white space (Python's ``str.isspace``, which
+    :func:`spaces_class` spells out for SQL)."""
+    return Rule(name, fields,
+                check=lambda value: bool(value.strip()),
+                sql=lambda column: f"(NOT regexp_matches({column}, {sql_literal(f'^{spaces_class()}*$')}))",
+                message=lambda given: "is empty" if not given else f"is only white space ({len(given)} characters)",
+                fix="write the text", refused=("", " ", " \t\n ", "\u3000\u2003"))
+
+
+def _no_slash(name: str, fields: tuple[tuple[str, str], ...], what: Callable[[str], str], fix: str,
+              refused: tuple, listed: bool = False) -> Rule:
+    """No '/' in a source's id or any of its layers: the source's path joins them with '/'
+    (:data:`DERIVED`), so a '/' in one would make another path. ``listed``: the value is a list (the
+    layers), the message names its first string with a '/'; ``what(string)`` says what holds the '/'."""
+    if listed:
+        return Rule(name, fields,
+                    check=lambda values: not any("/" in v for v in values),
+                    sql=lambda column: (f"(NOT coalesce(list_bool_or(list_transform({column}, "
+                                        "lambda x: contains(x, '/'))), false))"),
+                    message=lambda given: f"{what(next(v for v in given if '/' in v))} contains '/'",
+                    fix=fix, refused=refused, runs="record")
+    return Rule(name, fields,
+                check=lambda value: "/" not in value,
+                sql=lambda column: f"(NOT contains({column}, '/'))",
+                message=lambda given: f"{what(given)} contains '/'",
+                fix=fix, refused=refused, runs="record")
+
+
+# ------------------------------------------------------------------------ times
+#: The ISO 8601 forms the columnar path proves (a date, or a date-time to the minute, second or
+#: microsecond, in UTC, local or with an offset); :func:`doxa.data.times.parse_time` reads many more,
+#: which go the per-line way.
+TIME_FORM = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+             r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?$")
+#: The years of a moment the columnar path proves: well inside the years 1 to 9999 that Python's
+#: datetimes (and so :func:`~doxa.data.times.parse_time`) hold, so no offset takes a proved time past them.
+TIME_YEARS = (1001, 9998)
+
+
+def time_sql(text: str) -> str:
+    """SQL of the moment (a naive UTC TIMESTAMP, as :func:`~doxa.data.times.parse_time` gives it) of a
+    string of :data:`TIME_FORM`; NULL for any other string, or a date that does not exist."""
+    offset = (f"CASE WHEN {text} LIKE '%Z' THEN 0 "
+              f"WHEN regexp_matches({text}, '[+-][0-9][0-9]:[0-9][0-9]$') THEN "
+              f"(CASE WHEN substr({text}, -6, 1) = '-' THEN -1 ELSE 1 END) * "
+              f"(TRY_CAST(substr({text}, -5, 2) AS INTEGER) * 60 + TRY_CAST(substr({text}, -2, 2) AS INTEGER)) "
+              f"ELSE 0 END")
+    local = f"TRY_CAST(regexp_replace({text}, '(Z|[+-][0-9][0-9]:[0-9][0-9])$', '') AS TIMESTAMP)"
+    return f"CASE WHEN regexp_matches({text}, {sql_literal(TIME_FORM)}) THEN {local} - to_minutes({offset}) END"
+
+
+def _time_problem(given) -> str | None:
+    """Why :func:`~doxa.data.times.parse_time` refuses ``given``, in its words, or None."""
+    try:
+        parse_time(given)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+# ------------------------------------------------------------------------ a reading's sum
+#: docs/formats.md: a reading's ``probs + unlisted + unclear + unrelated`` sums to 1 within this.
+SUM_TOLERANCE = 1e-6
+#: Sums this close to the edge of the tolerance are left to the per-line check (``math.fsum`` there,
+#: plain double addition in SQL: they may differ in the last bits).
+SUM_MARGIN = 1e-9
+
+
+def reading_masses(probs: Iterable[float], unlisted: float, unclear: float, unrelated: float) -> list[float]:
+    """What the ``sum`` rule holds: a reading's probabilities, then its unlisted, unclear and unrelated
+    masses (in SQL: the list of the same, in the same order)."""
+    return [*probs, unlisted, unclear, unrelated]
+
+
+def _sums(masses: list[float]) -> tuple[float, float]:
+    """(the probabilities' sum, the whole sum) of :func:`reading_masses`: the probabilities by
+    ``math.fsum`` (exact, in any order), then the other masses added in turn."""
+    in_probs = math.fsum(masses[:-3])
+    return in_probs, in_probs + masses[-3] + masses[-2] + masses[-1]
+
+
+def _sum_message(masses: list[float]) -> str:
+    in_probs, total = _sums(masses)
+    tolerance = f"{SUM_TOLERANCE:.0e}".replace("e-0", "e-")
+    what = "probs + unlisted + unclear + unrelated" if masses[-3] else "probs + unclear + unrelated"
+    return f"{what} sums to {total:.9g} but must sum to 1 (within {tolerance}; got {in_probs:.9g} in probs)"
+
+
+#: Every rule of a field's value, by name (and the sum of a reading's masses).
 RULES: dict[str, Rule] = {rule.name: rule for rule in (
     _within("probability", 0.0, 1.0, (("source", "trust"), ("settlement", "p_before")),
             refused=(1.5, -0.25, 2, -1, 1e308)),
@@ -241,6 +364,30 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
            refused=("", " a", "a\t", "a\x00b", "a\u200bb", "\ufeffa", "x" * (MAX_NAME_CHARS + 1), "e\u0301")),
     _names("id", id_problem, True, (("subject", "id"), ("question", "id")),
            refused=("", "a ", "a\x1bb", "a\u202eb", "x" * (MAX_NAME_CHARS + 1), "Ae\u0301", "a b", "a\u00a0b")),
+    # a source's path is its layers and id joined by '/' (DERIVED): neither may hold one
+    _no_slash("source_id", (("source", "id"),), lambda given: f"source id {given!r}",
+              "ids name a leaf, layers go in 'layers'", refused=("a/b", "/src", "src/")),
+    _no_slash("layers", (("source", "layers"),), lambda layer: f"layer {layer!r}",
+              "give each layer as its own list item", refused=(["person/chat"], ["person", "chat/x"], ["/"]),
+              listed=True),
+    # a question's or instruction's text says something
+    _blank("blank", (("question", "text"), ("instruction", "text"))),
+    # every time of a core record: what parse_time reads (its message); the SQL proves the forms of
+    # TIME_FORM within TIME_YEARS, and leaves the rest (a rare form, a year near the ends) to it
+    Rule("time", (("message", "sent_at"), ("message", "received_at"), ("settlement", "at"), ("rejection", "at"),
+                  ("instruction", "at")),
+         check=lambda given: _time_problem(given) is None,
+         read=time_sql,
+         sql=lambda moment: f"({moment} IS NOT NULL AND year({moment}) BETWEEN {TIME_YEARS[0]} AND {TIME_YEARS[1]})",
+         message=_time_problem, fix="",
+         refused=("someday", "2026-02-30", "2026-01-01T24:30", "", "1 May 2026", 20260101),
+         runs="time", exact=False),
+    # a reading's masses sum to 1; the SQL proves sums within the tolerance less its margin
+    Rule("sum", (("reading", "unclear"), ("reading", "unrelated")),
+         check=lambda masses: abs(_sums(masses)[1] - 1.0) <= SUM_TOLERANCE,
+         sql=lambda masses: f"(abs(list_sum({masses}) - 1.0) <= {SUM_TOLERANCE - SUM_MARGIN!r})",
+         message=_sum_message, fix="renormalise them together", refused=(0.25, 0.5, 1.0),
+         runs="sum", exact=False),
 )}
 #: The cap of every string of a record (:attr:`Rule.runs` ``"string"``).
 TEXT = RULES["text"]
@@ -248,17 +395,24 @@ TEXT = RULES["text"]
 MASS = RULES["mass"]
 #: Ids and names, and a record's own id (:attr:`Rule.runs` ``"name"``).
 NAME, ID = RULES["name"], RULES["id"]
+#: Every time of a core record (:attr:`Rule.runs` ``"time"``).
+TIME = RULES["time"]
+#: A reading's masses together (:attr:`Rule.runs` ``"sum"``).
+SUM = RULES["sum"]
 
-_BY_FIELD: dict[tuple[str, str], Rule] = {field: rule for rule in RULES.values() for field in rule.fields}
-#: Every field some rule holds on its value (:attr:`Rule.runs` ``"field"``); a field's name means one
-#: thing in every record type that has it.
-RULED_FIELDS: tuple[str, ...] = tuple(sorted({name for (_, name), rule in _BY_FIELD.items()
-                                              if rule.runs == "field"}))
+_BY_FIELD: dict[tuple[str, str], tuple[Rule, ...]] = {
+    field: tuple(rule for rule in RULES.values() if field in rule.fields and rule.runs != "sum")
+    for field in {field for rule in RULES.values() for field in rule.fields}}
+#: Every field some rule holds on its typed value by the record's own validator (:attr:`Rule.runs`
+#: ``"field"`` and ``"record"``: :class:`doxa.data.models._Record`'s wrap validator runs those of its type).
+RULED_FIELDS: tuple[str, ...] = tuple(sorted({name for (_, name), rules in _BY_FIELD.items()
+                                              if any(rule.runs in ("field", "record") for rule in rules)}))
 
 
-def rule_for(record_type: str, field: str) -> Rule | None:
-    """The rule that holds ``field`` of ``record_type``, or None."""
-    return _BY_FIELD.get((record_type, field))
+def rules_for(record_type: str, field: str) -> tuple[Rule, ...]:
+    """The rules that hold ``field`` of ``record_type`` on its value alone (not the sum, which holds
+    a reading's masses together), in :data:`RULES`' order."""
+    return _BY_FIELD.get((record_type, field), ())
 
 
 #: The columns an ingest derives from a record's fields, ``{(table, column): SQL expression}``: the

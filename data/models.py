@@ -7,20 +7,17 @@ cover its options) are done by :mod:`doxa.data.ingest`, which knows the store.
 
 from __future__ import annotations
 
-import math
-import re
 from datetime import datetime
 from typing import Annotated, Callable, Literal, Mapping, Union
 
-from .ingest_rules import (ID, MASS, MAX_TEXT_CHARS, NAME, RULED_FIELDS, Rule, is_assistant_layer,
-                           rule_for)
+from .ingest_rules import (ID, LONE_SURROGATE, MASS, MAX_TEXT_CHARS, NAME, RULED_FIELDS, SUM, TIME, Rule,
+                           is_assistant_layer, reading_masses, rules_for)
+from .ingest_rules import SUM_TOLERANCE  # noqa: F401  (the sum rule's; readers hold their output to it)
 from .evidence import UNLISTED  # no option of an open question, and no settlement's answer, may be it
 from .times import parse_time
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, TypeAdapter,
                       ValidatorFunctionWrapHandler, field_validator, model_validator)
 
-#: docs/formats.md: a reading's ``probs + unlisted + unclear + unrelated`` sums to 1 within this.
-SUM_TOLERANCE = 1e-6
 SHAPES = ("choice", "yes_no", "scale")
 SETTLEMENT_HOWS = ("correction", "approval", "outcome")
 #: A JSON integer longer than this many digits is refused (Python's own limit on reading one).
@@ -34,9 +31,6 @@ class FieldProblem(ValueError):
         super().__init__(f"{reason}: {fix}")
         self.reason = reason
         self.fix = fix
-
-
-_NOT_TEXT = re.compile("[\ud800-\udfff]")
 
 
 def _held_to(rule: Rule) -> Callable[[str], str]:
@@ -57,19 +51,12 @@ _id = _held_to(ID)
 def _text(value: str) -> str:
     """A free text (a message, question or instruction text, a note): kept as written (control
     characters too), but no lone surrogate (no UTF-8 file can hold one). Its length is capped for
-    every string at once (the ``text`` rule of :mod:`doxa.data.ingest_rules`, ``_Record``'s ``str_max_length``)."""
-    found = _NOT_TEXT.search(value)
+    every string at once (the ``text`` rule of :mod:`doxa.data.ingest_rules`, ``_Record``'s ``str_max_length``);
+    a question's or instruction's must not be blank (the ``blank`` rule, ``_Record``'s ``_rules``)."""
+    found = LONE_SURROGATE.search(value)
     if found is not None:
         raise FieldProblem(f"contains U+{ord(found.group()):04X} at position {found.start()}",
                            "remove it: a lone surrogate is not text")
-    return value
-
-
-def _not_blank(value: str) -> str:
-    """A text that says something: not empty, not only white space."""
-    if not value.strip():
-        raise FieldProblem("is empty" if not value else f"is only white space ({len(value)} characters)",
-                           "write the text")
     return value
 
 
@@ -94,8 +81,6 @@ NonEmpty = Annotated[str, AfterValidator(_name)]
 #: A record's own id (a subject's, source's, question's, message's, instruction's, operation's).
 Id = Annotated[str, AfterValidator(_id)]
 Text = Annotated[str, AfterValidator(_text)]
-#: A question's or instruction's text: something must be said.
-NonEmptyText = Annotated[str, AfterValidator(_text), AfterValidator(_not_blank)]
 #: Every number is a JSON number: "0.9" (a string) or true is refused, not converted; an
 #: integer field takes a JSON integer only (7, not 7.0). Ranges are rules (:mod:`doxa.data.ingest_rules`).
 Number = StrictFloat
@@ -109,20 +94,27 @@ class _Record(BaseModel):
     # refusal, ``string_too_long``, is worded with the rule's message and fix (doxa.data.ingest)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, str_max_length=MAX_TEXT_CHARS)
 
-    @field_validator("sent_at", "received_at", "at", mode="before", check_fields=False)
+    @field_validator(*sorted({name for _, name in TIME.fields}), mode="before", check_fields=False)
     @classmethod
     def _times(cls, value):
+        """The ``time`` rule of :mod:`doxa.data.ingest_rules`: parse_time reads a time (its check), or
+        says why not (its message)."""
         return None if value is None else parse_time(value)
 
     @field_validator(*RULED_FIELDS, mode="wrap", check_fields=False)
     @classmethod
     def _rules(cls, given, handler: ValidatorFunctionWrapHandler, info):
-        """The rule of :mod:`doxa.data.ingest_rules` that holds this field, on a value of its type;
-        the message quotes the value as written (``2``, not ``2.0``)."""
+        """The rules of :mod:`doxa.data.ingest_rules` that hold this field (:attr:`Rule.runs` ``"field"``
+        and ``"record"``), on a value of its type; the message quotes the value as written (``2``, not
+        ``2.0``)."""
         value = handler(given)
-        rule = rule_for(cls.model_fields["type"].annotation.__args__[0], info.field_name)
-        if value is not None and rule is not None and not rule.check(value):
-            raise FieldProblem(rule.message(given), rule.fix)
+        if value is None:
+            return value
+        for rule in rules_for(cls.model_fields["type"].annotation.__args__[0], info.field_name):
+            if rule.runs == "field" and not rule.check(value):
+                raise FieldProblem(rule.message(given), rule.fix_for(given))
+            if rule.runs == "record" and not rule.check(value):
+                raise ValueError(f"{rule.message(value)}: {rule.fix_for(value)}")
         return value
 
 
@@ -145,21 +137,7 @@ class SourceRecord(_Record):
     id: Id
     layers: list[NonEmpty] = Field(min_length=1)
     trust: Number | None = Field(default=None, allow_inf_nan=False)
-
-    @field_validator("layers")
-    @classmethod
-    def _no_slash(cls, layers: list[str]) -> list[str]:
-        for layer in layers:
-            if "/" in layer:
-                raise ValueError(f"layer {layer!r} contains '/': give each layer as its own list item")
-        return layers
-
-    @field_validator("id")
-    @classmethod
-    def _id_no_slash(cls, value: str) -> str:
-        if "/" in value:
-            raise ValueError(f"source id {value!r} contains '/': ids name a leaf, layers go in 'layers'")
-        return value
+    # no '/' in the id or a layer: the "source_id" and "layers" rules of doxa.data.ingest_rules (_rules)
 
     @property
     def is_assistant(self) -> bool:
@@ -171,7 +149,7 @@ class QuestionRecord(_Record):
     id: Id
     subject: NonEmpty | None = None
     kind: NonEmpty
-    text: NonEmptyText
+    text: Text
     shape: Literal["choice", "yes_no", "scale"] = "choice"
     options: list[NonEmpty] | None = None
     #: who wrote the question (an organizer model's name, a person); stored as ``created_by``
@@ -223,21 +201,17 @@ def reading_mass_problem(probs: Mapping[str, float], unclear: float, unrelated: 
                          one_off: float, unlisted: float = 0.0) -> str | None:
     """Why these are not a reading's masses, or None: each a number in [0, 1] (the ``mass`` rule of
     :mod:`doxa.data.ingest_rules`) and ``probs + unlisted + unclear + unrelated`` equal to 1 within
-    ``SUM_TOLERANCE`` (docs/formats.md). The one check of a reading, for a record on ingest and for a
-    reader's output alike. ``unlisted`` (a reading of an open question: the message states a value
-    that is not listed) is 0 on every other reading."""
+    ``SUM_TOLERANCE`` (the ``sum`` rule, docs/formats.md). The one check of a reading, for a record on
+    ingest and for a reader's output alike. ``unlisted`` (a reading of an open question: the message
+    states a value that is not listed) is 0 on every other reading."""
     named = [(f"probs[{option!r}]", p) for option, p in probs.items()]
     for name, value in named + [("unclear", unclear), ("unrelated", unrelated), ("one_off", one_off),
                                 ("unlisted", unlisted)]:
         if not MASS.check(value):
             return f"{name} {MASS.message(value)}"
-    in_probs = math.fsum(probs.values())
-    total = in_probs + unlisted + unclear + unrelated
-    if abs(total - 1.0) > SUM_TOLERANCE:
-        tolerance = f"{SUM_TOLERANCE:.0e}".replace("e-0", "e-")
-        what = "probs + unlisted + unclear + unrelated" if unlisted else "probs + unclear + unrelated"
-        return (f"{what} sums to {total:.9g} but must sum to 1 (within {tolerance}; "
-                f"got {in_probs:.9g} in probs): renormalise them together")
+    masses = reading_masses(probs.values(), unlisted, unclear, unrelated)
+    if not SUM.check(masses):
+        return f"{SUM.message(masses)}: {SUM.fix}"
     return None
 
 
@@ -298,7 +272,7 @@ class InstructionRecord(_Record):
     type: Literal["instruction"]
     id: Id
     subject: NonEmpty | None = None
-    text: NonEmptyText
+    text: Text
     at: Time
     by: NonEmpty = "user"
     rests_on: dict[str, NonEmpty] | None = Field(

@@ -14,7 +14,8 @@ is the simple one-to-one mapping DuckDB uses (tests/test_search.py checks the tw
 which adds nothing to its source's history (:func:`doxa.data.evidence.mark_copies_sql`). Texts
 equal after :func:`normalise_text` share a fingerprint (the first 80 bits of SHA-1); a text
 shorter than :data:`MIN_SHARED_FINGERPRINT_CHARS` ("ok", "yes") is too generic to be a copy,
-so its fingerprint includes its source.
+so its fingerprint includes its source. :func:`fingerprint_sql` is its twin in DuckDB, for the texts
+of :data:`PLAIN_TEXT` (tests/test_fast_ingest.py checks the twins agree on them).
 """
 
 from __future__ import annotations
@@ -72,4 +73,32 @@ def fingerprint(text: str, source: str) -> str:
     return hashlib.sha1(normal.encode("utf-8")).hexdigest()[:20]
 
 
-__all__ = ["TOKEN_SPLIT", "MIN_SHARED_FINGERPRINT_CHARS", "tokens_sql", "words", "normalise_text", "fingerprint"]
+#: The texts (an RE2 pattern) whose fingerprint :func:`fingerprint_sql` computes exactly as
+#: :func:`fingerprint` does: in printable ASCII plus tab, newline and carriage return, Python's ``\s``,
+#: ``lower`` and ``strip`` agree with the classes spelled out there. Other texts are fingerprinted in Python.
+PLAIN_TEXT = r"^[\x{20}-\x{7e}\t\n\r]*$"
+#: White space of a :data:`PLAIN_TEXT` text: Python's ``\s`` there.
+_PLAIN_SPACE = r"[ \t\n\r]"
+
+
+def normalise_sql(text_sql: str) -> str:
+    """SQL of :func:`normalise_text` of a text expression of :data:`PLAIN_TEXT`: its steps, each a
+    regular expression of the same meaning on such texts."""
+    ws = _PLAIN_SPACE
+    normal = f"regexp_replace({text_sql}, '^{ws}*((fwd?|re|aw|wg){ws}*:{ws}*)+', '', 'i')"
+    normal = f"regexp_replace({normal}, '(?m)^{ws}*(>{ws}*)+', '', 'g')"
+    # every run of white space becomes one space: runs of two or more, and single tabs and line
+    # breaks, are what changes (replacing each single space by itself cost twice as much)
+    normal = f"lower(trim(regexp_replace({normal}, '{ws}{{2,}}|[\t\n\r]', ' ', 'g'), ' \t\n\r'))"
+    return normal
+
+
+def fingerprint_sql(normal_sql: str, source_sql: str) -> str:
+    """SQL of :func:`fingerprint` of a text whose :func:`normalise_sql` is ``normal_sql`` (a column:
+    computed once, it is read three times here), from a source expression."""
+    return (f"CASE WHEN length({normal_sql}) < {MIN_SHARED_FINGERPRINT_CHARS} "
+            f"THEN left(sha1({source_sql} || chr(31) || {normal_sql}), 20) ELSE left(sha1({normal_sql}), 20) END")
+
+
+__all__ = ["TOKEN_SPLIT", "MIN_SHARED_FINGERPRINT_CHARS", "PLAIN_TEXT", "tokens_sql", "words", "normalise_text",
+           "fingerprint", "normalise_sql", "fingerprint_sql"]

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doxa.data import fast_ingest, ingest_rules, models
+from doxa.data import fast_ingest, ingest_rules, models, text
 from doxa.data.errors import IngestError
+from doxa.data.sql import sql_literal
 from doxa.data.store import Store
 
 #: Every table an ingest writes, with the columns that hold the wall clock left out.
@@ -159,22 +160,90 @@ def broken_files(draw):
     return records, ascii_only, index + 1, key, value, rule
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def rules_text(rule: ingest_rules.Rule, record: dict, key: str, value) -> str:
+    """The problem the per-line path words when ``rule`` refuses ``value``, written as ``key`` of
+    ``record`` (after "line N: "; :attr:`doxa.data.ingest_rules.Rule.runs` says how it is worded)."""
+    if rule.runs == "sum":  # the reading's masses together; the message is the whole problem
+        masses = ingest_rules.reading_masses(record["probs"].values(), record.get("unlisted", 0.0),
+                                             record.get("unclear", 0.0), record.get("unrelated", 0.0))
+        return f"{rule.message(masses)}: {rule.fix}"
+    if rule.runs in ("record", "time"):  # a ValueError: after the field's name, unless the message names it
+        said = f"{rule.message(value)}: {rule.fix_for(value)}" if rule.fix else rule.message(value)
+        return said if key in said else f"{key}: {said}"
+    # a FieldProblem: the field, the message, the fix (a rule without one, a reading's masses: none)
+    return f"{key} {rule.message(value)}: {rule.fix_for(value)}" if rule.fix else f"{key} {rule.message(value)}"
+
+
+def assert_refused_with_rules_text(message: str, line: int, rule, record: dict, key: str, value) -> None:
+    """``message`` holds the problem ``rule`` words for line ``line``, as the whole of its line."""
+    problem = f"line {line}: {rules_text(rule, record, key, value)}"
+    assert f"{problem}\n" in message + "\n", (problem, message)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(broken_files())
 def test_a_generated_file_with_a_field_broken_against_a_rule_is_refused_alike_with_the_rules_text(broken):
     records, ascii_only, line, key, value, rule = broken
     message = refused_alike(as_lines(records, ascii_only))  # same refusal and text on both paths, nothing stored
-    if rule.fix:
-        assert f"line {line}: {key} {rule.message(value)}: {rule.fix_for(value)}" in message, message
-    else:  # a rule without a fix (a reading's masses): its message ends the problem
-        assert f"line {line}: {key} {rule.message(value)}\n" in message + "\n", message
+    assert_refused_with_rules_text(message, line, rule, records[line - 1], key, value)
 
 
-#: The rules of a number (the rest hold strings: test_each_string_rules_python_check_and_sql_predicate_…,
-#: and names: test_each_name_rules_sql_predicate_proves_only_what_its_python_check_passes).
-NUMBER_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs in ("field", "reading")]
-STRING_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs == "string"]
+def every_type_file() -> list[dict]:
+    """A small valid file with a record of every core type, each field a rule holds given."""
+    return [{"type": "subject", "id": "maya", "name": "Maya", "aliases": ["M"]},
+            {"type": "subject", "id": "tom", "name": "Tom"},
+            {"type": "relation", "from": "maya", "to": "tom", "kind": "partner"},
+            {"type": "source", "id": "s", "layers": ["person", "chat"], "trust": 0.9},
+            {"type": "question", "id": "q", "kind": "where", "text": "Where?", "options": ["a", "b"],
+             "subject": "maya", "created_by": "organizer-model", "instructions_version": 1},
+            {"type": "message", "id": "m", "source": "s", "sent_at": "2026-01-01T10:00:00Z",
+             "received_at": "2026-01-01T10:05:00Z", "text": "it is at a"},
+            {"type": "reading", "message": "m", "question": "q", "reader": "r", "probs": {"a": 0.75, "b": 0.25},
+             "unclear": 0.0, "unrelated": 0.0},
+            {"type": "settlement", "question": "q", "answer": "a", "at": "2026-02-01T12:00:00Z", "how": "outcome",
+             "note": "it was", "p_before": 0.75, "params_version": 3},
+            {"type": "rejection", "question": "q", "answer": "b", "at": "2026-02-02"},
+            {"type": "instruction", "id": "i", "text": "Be brief.", "at": "2026-01-05"}]
+
+
+#: Every rule's every refused value, on one of the fields the rule holds (in turn).
+EVERY_BREAK = [(rule, rule.fields[i % len(rule.fields)], value)
+               for rule in ingest_rules.RULES.values() for i, value in enumerate(rule.refused)]
+
+
+def test_the_file_of_every_type_is_proved_and_stored_alike():
+    fast, added_fast, slow, added_slow = both_ways(as_lines(every_type_file()))
+    assert fast.last_ingest_path == "fast" and added_fast == added_slow and snapshot(fast) == snapshot(slow)
+
+
+@pytest.mark.parametrize("rule, field, value", EVERY_BREAK,
+                         ids=[f"{rule.name}-{key}-{i}" for i, (rule, (_, key), _) in enumerate(EVERY_BREAK)])
+def test_every_refused_value_of_every_rule_is_refused_alike_with_the_rules_text(rule, field, value):
+    records = every_type_file()
+    type_name, key = field
+    line = next(i for i, record in enumerate(records, start=1) if record["type"] == type_name)
+    records[line - 1] = {**records[line - 1], key: value}
+    message = refused_alike(as_lines(records, ascii_only=False))
+    assert_refused_with_rules_text(message, line, rule, records[line - 1], key, value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: The rules of a number; of a string, whose SQL predicate gives the check's verdict; of a name, whose
+#: SQL proves what the check passes. The time, layers and sum rules have tests of their own below.
+NUMBER_RULES = [rule for rule in ingest_rules.RULES.values()
+                if rule.runs in ("field", "reading") and all(map(_is_number, rule.refused))]
+STRING_RULES = [rule for rule in ingest_rules.RULES.values()
+                if rule.exact and all(isinstance(v, str) for v in rule.refused)]
 NAME_RULES = [rule for rule in ingest_rules.RULES.values() if rule.runs == "name"]
+
+
+def test_every_rule_has_a_verdict_test():
+    tested = [*NUMBER_RULES, *STRING_RULES, *NAME_RULES, ingest_rules.TIME, ingest_rules.SUM,
+              ingest_rules.RULES["layers"]]
+    assert sorted(rule.name for rule in tested) == sorted(ingest_rules.RULES)
 
 
 @pytest.mark.parametrize("rule", NUMBER_RULES, ids=lambda rule: rule.name)
@@ -224,6 +293,97 @@ def test_each_name_rules_sql_predicate_proves_only_what_its_python_check_passes(
     # where the check refuses, the message and fix are the per-line path's own (none is empty)
     assert all(rule.message(v) and rule.fix_for(v) for v in values if not rule.check(v)), rule.name
     assert not any(rule.check(v) for v in rule.refused) and not any(proved[:len(rule.refused)])
+
+
+def _verdicts(sql: str, values: list) -> list:
+    """``sql`` (of a column ``x``) over ``values``, in their order."""
+    import duckdb
+
+    return [row[0] for row in duckdb.connect().execute(
+        f"SELECT {sql} FROM (SELECT unnest(?) AS x, generate_subscripts(?, 1) AS n) ORDER BY n",
+        [values, values]).fetchall()]
+
+
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.lists(st.text(st.sampled_from("ab/ é"), min_size=1, max_size=4), min_size=1, max_size=3),
+                       max_size=10))
+def test_the_layers_rules_python_check_and_sql_predicate_give_the_same_verdicts(values):
+    rule = ingest_rules.RULES["layers"]
+    values = [*rule.refused, *values]
+    assert _verdicts(rule.sql("x"), values) == [rule.check(v) for v in values]
+    assert not any(rule.check(v) for v in rule.refused)
+
+
+def _digits(n: int, width: int):
+    return st.integers(0, 10**width - 1).map(lambda x: f"{x:0{width}d}") if n else st.just("")
+
+
+#: Times as written: the forms the columnar path proves, with out-of-range fields, other separators,
+#: offsets without a colon, long fractions, and free text.
+time_texts = st.one_of(
+    st.builds(lambda y, mo, d, sep, h, mi, sec, frac, zone: f"{y}-{mo}-{d}" + (f"{sep}{h}:{mi}{sec}{frac}{zone}"
+                                                                               if sep else ""),
+              st.sampled_from(["2026", "1000", "1001", "9998", "9999", "0001", "0999", "2024"]) | _digits(1, 4),
+              st.sampled_from(["01", "02", "12", "13", "00"]), st.sampled_from(["01", "28", "29", "30", "31", "32"]),
+              st.sampled_from(["", "T", " ", "t", "_"]), st.sampled_from(["00", "09", "23", "24"]),
+              st.sampled_from(["00", "59", "60"]), st.sampled_from(["", ":00", ":59", ":60", ":5"]),
+              st.sampled_from(["", ".1", ".25", ".123456", ".1234567", "."]),
+              st.sampled_from(["", "Z", "z", "+02:00", "-05:30", "+14:00", "-23:59", "+24:00", "+0200", "+02"])),
+    st.text(st.sampled_from("0123456789-:T Z+."), max_size=25))
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(time_texts, max_size=20))
+def test_the_time_rules_sql_predicate_proves_only_what_parse_time_reads_and_the_moment_it_reads(values):
+    from doxa.data.times import parse_time
+
+    rule = ingest_rules.TIME
+    strings = [v for v in rule.refused if isinstance(v, str)]
+    values = [*strings, *values]
+    moments = _verdicts(rule.read("x"), values)
+    proved = _verdicts(rule.sql(rule.read("x")), values)
+    for value, moment, ok in zip(values, moments, proved):
+        if ok:  # proved: parse_time reads it, as the same moment
+            assert rule.check(value) and parse_time(value) == moment, (value, moment)
+        else:  # not proved: the per-line path decides, and words a refusal
+            assert rule.check(value) or rule.message(value), value
+    assert not any(rule.check(v) for v in rule.refused) and not any(proved[:len(strings)])
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.lists(st.floats(0.0, 1.0) | st.sampled_from([0.0, 0.5, 0.25, 1 / 3, 0.1, 1e-6, 1e-9]),
+                                min_size=3, max_size=7), max_size=10),
+       near=st.lists(st.floats(-2e-6, 2e-6), max_size=10))
+def test_the_sum_rules_sql_predicate_proves_only_sums_its_python_check_passes(values, near):
+    rule = ingest_rules.SUM
+    # masses that sum to 1 but for a little, around the tolerance
+    values = [*values, *([0.5, 0.25 + d, 0.0, 0.25, 0.0] for d in near), [0.5, 0.5, 0.0, 0.0, 0.0]]
+    proved = _verdicts(rule.sql("x"), values)
+    assert all(rule.check(v) for v, ok in zip(values, proved) if ok)
+    assert proved[-1] and all(rule.message(v) and rule.fix for v in values if not rule.check(v))
+
+
+#: Texts of printable ASCII, tabs and line breaks, rich in what normalise_text removes.
+plain_texts = st.lists(st.sampled_from(["Fwd:", "fw :", "RE:", "aw: ", "Wg:", ">", "> >", " ", "  ", "\t", "\n", "\r",
+                                        "\r\n", "ok", "The Parcel", "x", ":", "re", "fwd"])
+                       | st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=5),
+                       max_size=12).map("".join)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(plain_texts, min_size=1, max_size=20), source=st.sampled_from(["s", "src-1", "a b"]))
+def test_the_fingerprint_in_sql_is_pythons_on_plain_texts(texts, source):
+    import duckdb
+
+    rows = duckdb.connect().execute(
+        f"""SELECT regexp_matches(x, {sql_literal(text.PLAIN_TEXT)}), n,
+                   {text.fingerprint_sql('n', sql_literal(source))}
+            FROM (SELECT x, {text.normalise_sql('x')} AS n, i
+                  FROM (SELECT unnest(?) AS x, generate_subscripts(?, 1) AS i)) ORDER BY i""",
+        [texts, texts]).fetchall()
+    for value, (plain, normal, print_) in zip(texts, rows):
+        assert plain, value
+        assert (normal, print_) == (text.normalise_text(value), text.fingerprint(value, source)), value
 
 
 @settings(max_examples=200, deadline=None)

@@ -24,8 +24,8 @@ from doxa.data import organizer_decisions as kept
 from doxa.data import organizer_instructions
 from doxa.inference.agent import maintenance
 from doxa.inference.agent.instruction_proposer import OpenAIChatProposer, ProposerError, reply_text
-from doxa.inference.agent.instruction_search import (HELD_OUT, SEARCH, judge, paired, passes_gate, run_search,
-                                                     search_cases, validate)
+from doxa.inference.agent.instruction_search import (HELD_OUT, SEARCH, CaseFileError, judge, paired, passes_gate,
+                                                     read_cases, run_search, search_cases, validate)
 from doxa.inference.agent.organizer_memory import Case
 from doxa.inference.agent.organizer_client import OpenAIChatOrganizer
 from llm_server import FakeChatServer
@@ -90,7 +90,7 @@ def organizer(server):
 
 
 def proposer(fake):
-    return OpenAIChatProposer(fake.url, model="big", retries=0, timeout_s=5.0)
+    return OpenAIChatProposer(fake.url, model="big", retries=0, timeout_s=5.0, mode="rewrite")
 
 
 def build(server, path: str = ":memory:"):
@@ -199,6 +199,73 @@ def test_what_right_is_for_each_expected_decision():
     assert judge(case({"not_links": ["maya.food"]}), window, turns) == 1  # m1 is turn 1: it links nothing
     assert judge(Case("c", "k", "key", ["m2"], ["maya.food"], "", {"not_links": ["maya.food"]}, "world"),
                  window, turns) == 0
+    # gold cases: link one of the questions made for it, create one about the gold person, or make nothing
+    link_one = case({"links_one_of": ["maya.food", "maya.diet"], "not_links": ["sam.job"]})
+    assert judge(link_one, decision, output(links=["maya.diet"])) == 1
+    assert judge(link_one, decision, output(links=["maya.diet", "sam.job"])) == 0
+    assert judge(link_one, decision, output(created=["maya.meals"])) == 0
+    create = case({"creates": True, "subject_one_of": ["maya"], "not_links": ["maya.food"]})
+    assert judge(create, decision, output(created=["maya.pets"])) == 1
+    assert judge(create, decision, output()) == 0
+    assert judge(create, decision, output(created=["sam.pets"])) == 0
+    assert judge(create, decision, output(links=["maya.food"], created=["maya.pets"])) == 0
+    nothing = case({"nothing": True})
+    assert judge(nothing, decision, output()) == 1
+    assert judge(nothing, decision, output(links=["maya.food"])) == 0 == judge(nothing, decision,
+                                                                                output(created=["maya.pets"]))
+
+
+GOOD_CASE = {"id": "gold:1", "decision": "k", "messages": ["m1"], "expected": {"links_one_of": ["maya.food"]}}
+
+
+@pytest.mark.parametrize("bad, names", [
+    ("{not json", ["not JSON"]),
+    ("[1, 2]", ["a JSON object"]),
+    (json.dumps({k: v for k, v in GOOD_CASE.items() if k != "decision"}), ["'decision'", "missing"]),
+    (json.dumps({**GOOD_CASE, "expect": {}}), ["unknown field 'expect'"]),
+    (json.dumps({**GOOD_CASE, "messages": "m1"}), ["'messages'", "array"]),
+    (json.dumps({**GOOD_CASE, "messages": [""]}), ["'messages'", "ids"]),
+    (json.dumps({**GOOD_CASE, "expected": {"link_to": ["q"]}}), ["'link_to'", "links_one_of"]),
+    (json.dumps({**GOOD_CASE, "expected": {"options_at_least": True}}), ["'options_at_least'", "integer"]),
+    (json.dumps({**GOOD_CASE, "expected": {"creates": 1}}), ["'creates'", "true or false"]),
+    (json.dumps({**GOOD_CASE, "expected": {"or_open": True}}), ["names nothing the judge scores"]),
+    (json.dumps(GOOD_CASE), ["'gold:1'", "twice"]),
+])
+def test_a_case_file_with_a_bad_line_is_refused_naming_the_line_and_what_to_fix(tmp_path, bad, names):
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps(GOOD_CASE) + "\n\n" + bad + "\n")
+    with pytest.raises(CaseFileError) as err:
+        read_cases(path)
+    assert "line 3" in str(err.value) and all(n in str(err.value) for n in names), str(err.value)
+    db = str(tmp_path / "s.duckdb")
+    doxa.open(db).close()
+    result = CliRunner().invoke(app, ["organizer-instructions", "cases", "--db", db, "--cases", str(path)])
+    assert result.exit_code == 2 and "line 3" in result.output
+
+
+def test_gold_cases_from_a_file_join_the_stores_and_those_a_replay_cannot_meet_are_said(mem, tmp_path):
+    maya = next(d for d in kept.decisions(mem.store) if "Maya" in d["request"]["text"])
+    [mid] = maya["messages"]
+    lines = [{"id": "gold:maya", "decision": maya["key"], "messages": [mid], "questions": ["maya.food"],
+              "expected": {"links_one_of": ["maya.food"], "not_links": ["maya.diet"]}, "observed": "bears on diet"},
+             {"id": "gold:lost", "decision": "0" * 64, "messages": [mid], "expected": {"nothing": True}},
+             {"id": "gold:unshown", "decision": maya["key"], "messages": [mid],
+              "expected": {"links_one_of": ["sam.food"]}}]
+    path = tmp_path / "gold.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    extra = read_cases(path)
+    assert [(c.kind, c.source) for c in extra] == [("gold", "world")] * 3
+    usable, skipped = search_cases(mem.store, extra)
+    gold = [c for c in usable if c.id.startswith("gold:")]
+    assert [c.id for c in gold] == ["gold:maya"] and len(usable) == 8
+    assert judge(gold[0].case, gold[0].decision, gold[0].decision["output"]) == 0  # it made maya.diet
+    assert {s["case"]: s["why"] for s in skipped} == {
+        "gold:lost": "no kept decision to replay",
+        "gold:unshown": "none of the questions expected was shown to the kept request"}
+    db = str(tmp_path / "s.duckdb")
+    doxa.open(db).close()
+    listed = CliRunner().invoke(app, ["organizer-instructions", "cases", "--db", db, "--cases", str(path), "--json"])
+    assert listed.exit_code == 0 and [c["id"] for c in json.loads(listed.output)] == [c["id"] for c in lines]
 
 
 # ---------------------------------------------------------------------------- the search
@@ -288,6 +355,42 @@ def test_nothing_to_search_on_says_what_is_missing(server, proposer_server):
     memory.close()
 
 
+def test_a_small_models_rule_is_added_by_code_and_kept_when_it_helps(mem, server):
+    """Rule mode: the proposer sees the rules only and writes one; code numbers it and adds it after the last."""
+    def answer(system: str, prompt: str):
+        if "Write ONE new rule" not in system:
+            return None
+        answer.prompts.append(prompt)
+        return "Rule 3: " + LINK_RULE  # a label the clean-up takes off
+
+    answer.prompts = []
+    with FakeChatServer({}, answerer=answer) as fake:
+        small = OpenAIChatProposer(fake.url, model="small", retries=0, timeout_s=5.0)
+        assert small.mode == "rule"
+        result = run_search(mem.store, organizer(server), small, rounds=1, candidates=2)
+    prompt = answer.prompts[0]
+    assert "<rules>\n1. " + CREATE_RULE in prompt and "You organise" not in prompt
+    assert "expected: link " in prompt and "instead of creating a question" in prompt  # in words, not JSON keys
+    assert result.best is not None and result.best["text"] == GOOD, result.message
+    # the same rule proposed again is not scored again
+    [first, second] = result.rounds[0]["candidates"]
+    assert second["status"] == "rejected" and second["reason"] == f"already tried: the same text as {first['id']}"
+
+
+def test_rule_clean_up_and_placement():
+    from doxa.inference.agent.instruction_proposer import clean_rule, reply_text, rules_of, with_rule
+
+    assert clean_rule('```\n7. "Link the question shown."\n```') == "Link the question shown."
+    assert clean_rule("New rule: Prefer links.\n\nBecause the cases show it.") == "Prefer links."
+    assert clean_rule("  \n") == ""
+    assert clean_rule("7. 8. Link it.") == "Link it." == clean_rule("Rule 7: - Link it.")
+    text = "Intro.\n\nRules:\n1. One.\n2. Two, which goes on\n   over two lines.\n\nExample. x\n"
+    assert rules_of(text) == "1. One.\n2. Two, which goes on\n   over two lines."
+    assert with_rule(text, "Three.") == text.replace("lines.\n\n", "lines.\n3. Three.\n\n")
+    assert with_rule("No rules here.\n", "First.") == "No rules here.\n\nRules:\n1. First.\n"
+    assert reply_text("<instructions>\nWhole text.\n</instructions>\n") == "Whole text.\n"
+
+
 # ---------------------------------------------------------------------------- the command
 def test_search_cli_keeps_then_activates_and_rollback_returns(tmp_path, server, proposer_server):
     path = str(tmp_path / "store.duckdb")
@@ -296,7 +399,7 @@ def test_search_cli_keeps_then_activates_and_rollback_returns(tmp_path, server, 
     env = {"DOXA_ORGANIZER_URL": server.url, "DOXA_ORGANIZER_MODEL": "fake", "DOXA_READER_URL": None,
            "DOXA_PROPOSER_URL": None, "DOXA_PROPOSER_MODEL": None}
     args = ["organizer-instructions", "search", "--db", path, "--rounds", "2", "--candidates", "6",
-            "--proposer-url", proposer_server.url, "--proposer-model", "big"]
+            "--proposer-url", proposer_server.url, "--proposer-model", "big", "--proposer-mode", "rewrite"]
     tiny = runner.invoke(app, args + ["--max-calls", "2"], env=env)
     assert tiny.exit_code == 0, tiny.output
     assert "Stopped" in tiny.output and "--max-calls" in tiny.output

@@ -247,6 +247,26 @@ def test_the_benchmark_end_to_end_counts_a_scripted_duplicate(bench, capsys, tmp
     assert maintenance["after"]["duplicates"] == maintenance["after"]["merges_needed"] == 0
     assert maintenance["after"]["bcubed"]["recall"] == pytest.approx(1.0)
     assert set(maintenance["after"]) == set(grouping)
+    # the world's truth as gold cases: each gold question's first message should create it, every later one
+    # link it; the kept decisions got all right but the duplicate
+    assert world["gold_cases"] == {"cases": N_MESSAGES, "by_expected": {"create": n_gold, "link": N_MESSAGES - n_gold},
+                                   "right_when_kept": N_MESSAGES - 1, "rate": pytest.approx((N_MESSAGES - 1) / N_MESSAGES, abs=1e-4)}
+    from doxa.inference.agent.instruction_search import judge, read_cases, search_cases
+
+    cases = read_cases(tmp_path / "out" / "gold_cases.jsonl")
+    memory = doxa.open(str(tmp_path / "out" / "organized.duckdb"), log_reads=False)
+    try:
+        usable, skipped = search_cases(memory.store, cases)
+    finally:
+        memory.close()
+    gold_usable = [c for c in usable if c.case.kind == "gold"]
+    assert len(gold_usable) == N_MESSAGES and not skipped
+    assert [c.case.kind for c in usable if c not in gold_usable] == ["duplicate"]  # maintenance's merge, a case too
+    wrong = [c for c in gold_usable if not judge(c.case, c.decision, c.decision["output"])]
+    second = [p.message["id"] for p in pairs if p.question["id"] == twice][1]
+    assert [c.case.messages for c in wrong] == [[second]]
+    made = next(p.question for p in pairs if p.question["id"] == twice)
+    assert wrong[0].case.expected == {"links_one_of": [f"{made['subject']}.{made['kind']}"], "not_links": []}
 
 
 def window_organizer(message: str, prompt: str) -> dict:

@@ -32,7 +32,8 @@ from doxa.data.errors import StoreError
 from doxa.data.evidence import UNLISTED
 from doxa.data.text import words
 
-from doxa.inference.read.memory import Belief, Memory
+from doxa.inference.read.memory import Memory
+from doxa.inference.read.results import Belief
 
 from .question_model import QuestionModel, question_model_from_env
 from .readers import ReaderError, reader_from_env

@@ -55,7 +55,8 @@ from doxa.data.text import words
 
 from doxa.inference.read.uncertain import instruction_contradicted
 from doxa.data.times import as_moment, utc_now
-from doxa.inference.read.memory import Belief, Memory
+from doxa.inference.read.memory import Memory
+from doxa.inference.read.results import Belief
 
 #: Weight of a question that matches no word of the task, relative to the best match (a
 #: question that matches anything gets twice that, plus its share of the best score).

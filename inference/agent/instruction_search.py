@@ -53,7 +53,8 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from doxa.data import instruction_search as state_data
 from doxa.data import organizer_decisions as kept_data
@@ -63,7 +64,7 @@ from doxa.data.text import words
 
 from .instruction_proposer import Contrast, ProposerError
 from .organizer_client import OrganizerError, Organizer
-from .organizer_memory import Case, CachedOrganizer, _names_value, cases, decoding_settings, model_of, replay
+from .organizer_memory import GOLD, WORLD, Case, CachedOrganizer, _names_value, cases, decoding_settings, model_of, replay
 from .organizer_schema import (NewQuestion, NewRelation, NewSubject, NewValue, NewValueQuestion, OrganizerOutput,
                                TurnOutput, WindowOutput)
 
@@ -85,6 +86,85 @@ TRIED_CHARS = 1500
 #: The rejections whose diff is shown as tried: those scored, and a schema contradiction (not an empty,
 #: identical, over-long or copied text: nothing to learn from, and a copy would be shown again).
 _WORTH_SHOWING = ("fixes none", "below the gate", "a pinned case", "schema")
+
+
+#: The expected-decision keys :func:`judge` scores, with the JSON type each takes in a case file
+#: (:func:`read_cases`); ``links`` is a list (a duplicate) or an object (a split: per message).
+JUDGED: dict[str, tuple[type, ...]] = {
+    "links": (list, dict), "links_one_of": (list,), "not_links": (list,), "not_created": (list,), "not_values": (dict,),
+    "kept_apart": (list,), "kept_whole": (str,), "subject_one_of": (list,), "options_at_least": (int,),
+    "creates": (bool,), "nothing": (bool,),
+}
+#: Keys a case may carry that :func:`judge` reads with another (the store's own cases write them).
+_ALSO_EXPECTED = ("new_questions", "or_open")
+_CASE_FIELDS = {"id": str, "decision": str, "messages": list, "expected": dict, "questions": list, "kind": str,
+                "observed": str, "source": str}
+_CASE_REQUIRED = ("id", "decision", "messages", "expected")
+
+
+class CaseFileError(ValueError):
+    """A case file line that cannot be read: the message names the line and field, and the fix."""
+
+
+def read_cases(path: str | Path) -> list[Case]:
+    """The cases of a JSON Lines file (docs/formats.md, "Organizer cases"), one object per line: ``id``,
+    ``decision`` (a kept decision's key), ``messages`` (the message ids it concerns) and ``expected`` (keys of
+    :data:`JUDGED`), and optionally ``questions``, ``kind`` (default ``gold``), ``observed`` and ``source``
+    (default ``world``). Blank lines are skipped. Raises :class:`CaseFileError` naming the first bad line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise CaseFileError(f"cannot read the case file {path}: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise CaseFileError(f"{path} is not UTF-8 text (byte {err.start}): write the cases as UTF-8 JSON Lines") from err
+    out: list[Case] = []
+    seen: set[str] = set()
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CaseFileError(f"{where}: not JSON ({err.msg} at column {err.colno}): write one JSON object per "
+                                "line") from None
+        if not isinstance(row, dict):
+            raise CaseFileError(f"{where}: a case is a JSON object, got {type(row).__name__}")
+        for name in _CASE_REQUIRED:
+            if name not in row:
+                raise CaseFileError(f"{where}: field {name!r} is missing: every case names its id, decision, "
+                                    "messages and expected decision")
+        for name, value in row.items():
+            wanted = _CASE_FIELDS.get(name)
+            if wanted is None:
+                raise CaseFileError(f"{where}: unknown field {name!r}: the fields are {', '.join(_CASE_FIELDS)}")
+            if not isinstance(value, wanted):
+                raise CaseFileError(f"{where}: field {name!r} must be a JSON {_json_name(wanted)}, got {value!r:.60}")
+        for name in ("messages", "questions"):
+            if not all(isinstance(v, str) and v for v in row.get(name, [])):
+                raise CaseFileError(f"{where}: field {name!r} must list ids (non-empty strings)")
+        expected = row["expected"]
+        for key, value in expected.items():
+            types = JUDGED.get(key)
+            if types is None and key not in _ALSO_EXPECTED:
+                raise CaseFileError(f"{where}: expected key {key!r} is not one the judge scores: use "
+                                    f"{', '.join(JUDGED)}")
+            if types is not None and (not isinstance(value, types) or isinstance(value, bool) != (bool in types)):
+                raise CaseFileError(f"{where}: expected {key!r} must be a JSON "
+                                    f"{' or '.join(_json_name(t) for t in types)}, got {value!r:.60}")
+        if not any(k in expected for k in JUDGED):
+            raise CaseFileError(f"{where}: expected names nothing the judge scores: give one of {', '.join(JUDGED)}")
+        if row["id"] in seen:
+            raise CaseFileError(f"{where}: case id {row['id']!r} is given twice: each case needs its own id")
+        seen.add(row["id"])
+        out.append(Case(row["id"], row.get("kind", GOLD), row["decision"], list(row["messages"]),
+                        list(row.get("questions", [])), row.get("observed", ""), expected, row.get("source", WORLD)))
+    return out
+
+
+def _json_name(t: type) -> str:
+    return {list: "array", dict: "object", str: "string", int: "integer", bool: "true or false"}[t]
 
 
 def schema_fields() -> frozenset[str]:
@@ -154,6 +234,25 @@ def _shown(decision: dict[str, Any]) -> set[str]:
     return {q["id"] for q in decision["request"].get("questions", [])}
 
 
+def _as_applied(decision: dict[str, Any], parts: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
+    """(links, created) of an output's ``parts`` as ``remember`` applies them to the request's questions: a
+    question proposed again — a shown one's ``subject.kind`` id, or its subject and text — links it, as
+    does a value given to it; only the rest is created."""
+    shown = decision["request"].get("questions", [])
+    ids = {q["id"] for q in shown}
+    by_text = {(q.get("subject"), str(q.get("text", "")).lower()): q["id"] for q in shown}
+    links = _links(parts) | {v["question"] for p in parts for v in p.get("new_values", [])}
+    created: set[str] = set()
+    for q in _created(parts):
+        base = f"{q['subject']}.{q['kind']}"
+        same = by_text.get((q["subject"], str(q.get("text", "")).lower())) or (base if base in ids else None)
+        if same is None:
+            created.add(base)
+        else:
+            links.add(same)
+    return links, created
+
+
 def _kept_named(case: Case, decision: dict[str, Any]) -> list[str]:
     parts = _parts(decision, decision["output"], case.messages)
     named = _links(parts) | _created_ids(parts)
@@ -168,12 +267,13 @@ def scorable(case: Case, decision: dict[str, Any]) -> str | None:
     links = expected.get("links")
     if isinstance(links, list) and not set(links) <= _shown(decision):
         return "the question expected was not shown to the kept request"
+    if "links_one_of" in expected and not set(expected["links_one_of"]) & _shown(decision):
+        return "none of the questions expected was shown to the kept request"
     if isinstance(links, dict) and not {q for qs in links.values() for q in qs} <= _shown(decision):
         return "the questions expected were not shown to the kept request"
     if ("kept_apart" in expected or "kept_whole" in expected) and not _kept_named(case, decision):
         return "the kept decision named none of the questions to keep"
-    if not any(k in expected for k in ("links", "not_created", "not_values", "kept_apart", "kept_whole",
-                                       "subject_one_of", "options_at_least", "not_links")):
+    if not any(k in expected for k in JUDGED):
         return f"no rule scores a {case.kind} case"
     return None
 
@@ -189,11 +289,19 @@ def judge(case: Case, decision: dict[str, Any], output: dict[str, Any]) -> int:
       or creates) each of the case's questions the kept output named;
     - ``subject_one_of``: every question it creates is about one of those subjects;
     - ``options_at_least``: every closed question it creates has at least that many options;
-    - ``not_links``: it neither links nor creates the question for the message.
+    - ``not_links``: it neither links nor creates the question for the message;
+
+    Links and creations are counted as ``remember`` applies them (:func:`_as_applied`): a shown question
+    proposed again, or given a value, is linked.
+    - ``links_one_of`` (a gold case: the message bears on a question shown, maybe made twice): it links at least
+      one of them;
+    - ``creates`` (a gold case: no question shown is the one it bears on): it creates a question (about one of
+      ``subject_one_of``, where that is given too);
+    - ``nothing`` (a gold case: the message bears on no question worth tracking): it neither links nor creates.
     """
     expected = case.expected
     parts = _parts(decision, output, case.messages)
-    links, created = _links(parts), _created_ids(parts)
+    links, created = _as_applied(decision, parts)
     right = True
     wanted = expected.get("links")
     if isinstance(wanted, list):
@@ -201,7 +309,7 @@ def judge(case: Case, decision: dict[str, Any], output: dict[str, Any]) -> int:
         right &= set(wanted) <= links and not (again & created)
     elif isinstance(wanted, dict):
         for message, qs in wanted.items():
-            right &= set(qs) <= _links(_parts(decision, output, [message]))
+            right &= set(qs) <= _as_applied(decision, _parts(decision, output, [message]))[0]
     if "not_created" in expected:
         right &= not (set(expected["not_created"]) & created)
     for qid, values in (expected.get("not_values") or {}).items():
@@ -210,19 +318,27 @@ def judge(case: Case, decision: dict[str, Any], output: dict[str, Any]) -> int:
     if "kept_apart" in expected or "kept_whole" in expected:
         right &= set(_kept_named(case, decision)) <= links | created
     if "subject_one_of" in expected:
-        right &= all(q["subject"] in expected["subject_one_of"] for q in _created(parts))
+        right &= all(q["subject"] in expected["subject_one_of"] for q in _created(parts)
+                     if f"{q['subject']}.{q['kind']}" in created)
     if "options_at_least" in expected:
         right &= all(q.get("shape") == "value" or len(q.get("options", [])) >= expected["options_at_least"]
                      for q in _created(parts))
     if "not_links" in expected:
         right &= not (set(expected["not_links"]) & (links | created))
+    if "links_one_of" in expected:
+        right &= bool(set(expected["links_one_of"]) & links)
+    if expected.get("creates"):
+        right &= bool(created)
+    if expected.get("nothing"):
+        right &= not (links | created)
     return int(bool(right))
 
 
-def search_cases(store: "Session") -> tuple[list[SearchCase], list[dict[str, str]]]:
-    """The cases a search scores on, each with its half, and those left out with why."""
+def search_cases(store: "Session", extra: Sequence[Case] = ()) -> tuple[list[SearchCase], list[dict[str, str]]]:
+    """The cases a search scores on, each with its half, and those left out with why: the store's, then
+    ``extra`` (gold cases from a file, :func:`read_cases`)."""
     usable, skipped = [], []
-    for case in cases(store):
+    for case in [*cases(store), *extra]:
         decision = kept_data.find(store, case.decision) if case.decision else None
         if decision is None:
             skipped.append({"case": case.id, "why": "no kept decision to replay"})
@@ -449,11 +565,12 @@ class SearchResult:
 
 def search_id(base_version: int, text: str, organizer: Organizer, proposer: Any, case_ids: list[str]) -> str:
     """A search's id: what it starts from — the active version and its text, the organizer's model and
-    settings, the proposer's model and server, and the cases — hashed, so a rerun finds it."""
+    settings, the proposer's model, server and mode, and the cases — hashed, so a rerun finds it."""
     inner = organizer.inner if isinstance(organizer, CachedOrganizer) else organizer
     doc = {"version": base_version, "text": text, "organizer": model_of(inner),
            "settings": decoding_settings(inner, kept_data.MESSAGE, None),
-           "proposer": [getattr(proposer, "model", None), getattr(proposer, "chat_url", None)],
+           "proposer": [getattr(proposer, "model", None), getattr(proposer, "chat_url", None),
+                        getattr(proposer, "mode", None)],
            "cases": sorted(case_ids)}
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
     return "search-" + digest[:16]
@@ -488,19 +605,52 @@ def contrast(case: SearchCase, output: dict[str, Any] | None) -> Contrast:
     shown = [f"{q['id']}: {q.get('text', '')}" for q in case.decision["request"].get("questions", [])]
     return Contrast(case=case.id, kind=case.case.kind, message=_message_of(case.decision, case.case.messages),
                     questions=shown, did=_did(output),
-                    expected=f"{case.case.observed}; expected {json.dumps(case.case.expected, ensure_ascii=False)}")
+                    expected=f"{case.case.observed}; expected: {expected_words(case.case.expected)}")
+
+
+def expected_words(expected: dict[str, Any]) -> str:
+    """An expected decision in words, for the proposer (a small model reads words better than JSON keys)."""
+    said = []
+    links = expected.get("links")
+    if isinstance(links, list):
+        said.append(f"link {', '.join(links)} instead of creating a question")
+    elif isinstance(links, dict):
+        said += [f"link {', '.join(qs)} for {m}" for m, qs in links.items()]
+    if expected.get("links_one_of"):
+        said.append(f"link {' or '.join(expected['links_one_of'])}")
+    if expected.get("creates"):
+        said.append("create a new question" + (f" about {' or '.join(expected['subject_one_of'])}"
+                                               if expected.get("subject_one_of") else ""))
+    elif expected.get("subject_one_of"):
+        said.append(f"new questions only about {' or '.join(expected['subject_one_of'])}")
+    if expected.get("nothing"):
+        said.append("link nothing and create nothing")
+    for key, verb in (("not_links", "do not link or create"), ("not_created", "do not create")):
+        if expected.get(key):
+            said.append(f"{verb} {', '.join(expected[key])}")
+    for q, values in (expected.get("not_values") or {}).items():
+        said.append(f"do not give {', '.join(map(repr, values))} to {q}")
+    if expected.get("kept_apart"):
+        said.append(f"keep {' and '.join(expected['kept_apart'])} as separate questions")
+    if expected.get("kept_whole"):
+        said.append(f"keep {expected['kept_whole']} as one question")
+    if "options_at_least" in expected:
+        said.append(f"give a closed question at least {expected['options_at_least']} options"
+                    + (", or make it a value question" if expected.get("or_open") else ""))
+    return "; ".join(said) or json.dumps(expected, ensure_ascii=False)
 
 
 def run_search(store: "Session", organizer: Organizer, proposer: Any, *, rounds: int = 3, candidates: int = 3,
                max_calls: int = 200, minibatch: int = 3, activate: bool = False,
-               by: str = "instruction search") -> SearchResult:
+               by: str = "instruction search", extra_cases: Sequence[Case] = ()) -> SearchResult:
     """Search for better instructions (the module docstring); ``proposer`` has ``propose(text, contrasts,
-    tried) -> str`` (:class:`.instruction_proposer.OpenAIChatProposer`). Raises ``ProposerError`` or
-    ``OrganizerError`` when a model server fails (the search's state is saved first: a rerun resumes)."""
+    tried) -> str`` (:class:`.instruction_proposer.OpenAIChatProposer`); ``extra_cases``: gold cases to score
+    on beside the store's (:func:`read_cases`). Raises ``ProposerError`` or ``OrganizerError`` when a model
+    server fails (the search's state is saved first: a rerun resumes)."""
     if rounds < 1 or candidates < 1 or minibatch < 1 or max_calls < 0:
         raise ValueError("rounds, candidates and minibatch are at least 1, max_calls at least 0")
     active = organizer_instructions.current(store)
-    usable, skipped = search_cases(store)
+    usable, skipped = search_cases(store, extra_cases)
     halves = {h: [c for c in usable if c.half == h] for h in (SEARCH, HELD_OUT)}
     counts = {"search": len(halves[SEARCH]), "held_out": len(halves[HELD_OUT]), "skipped": skipped}
     result = SearchResult(None, "nothing", "", active.version, max_calls=max_calls, cases=counts)
@@ -600,6 +750,10 @@ def _rounds(store, scorer: Scorer, proposer, active, halves, usable, state, stor
                 contrasts = [contrast(c, scorer.score(parent, c).output) for c in shown]
                 text = proposer.propose(parent, contrasts, tried)
                 why = validate(text, parent, store, evidence)
+                twin = next((c["id"] for c in stored.values() if c["parent"] == parent_id and c["text"]
+                             and c["text"].rstrip() == text.rstrip()), None)
+                if why is None and twin is not None:  # scored already, under the same parent: no call again
+                    why = f"already tried: the same text as {twin}"
                 copied = bool(why) and why.startswith("copied")  # a message's words are not kept here
                 row = {"id": cid, "search_id": state["id"], "round": r, "position": position,
                        "parent_version": active.version, "parent": parent_id, "text": "" if copied else text,
@@ -691,4 +845,4 @@ def _report(store, sid: str, result: SearchResult) -> None:
 
 __all__ = ["SEARCH", "HELD_OUT", "MAX_CHARS", "MAX_GROWTH", "COPIED_RUN", "NUMBER_WORDS", "Budget", "SearchCase",
            "SearchResult", "SearchStopped", "half_of", "judge", "paired", "passes_gate", "run_search", "schema_fields",
-           "scorable", "search_cases", "search_id", "validate"]
+           "scorable", "search_cases", "search_id", "validate", "read_cases", "CaseFileError", "JUDGED"]

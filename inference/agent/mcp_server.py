@@ -43,7 +43,8 @@ from doxa.inference.read.feedback import Feedback
 from doxa.inference.read.forget import Forgotten
 from doxa.inference.read.history import History
 from doxa.inference.read.uncertain import Uncertain
-from doxa.inference.read.memory import Belief, Explanation, open_store
+from doxa.inference.read.memory import open_store
+from doxa.inference.read.results import Belief, Explanation
 from doxa.inference.read.params import DEFAULT_ACT_AT
 
 log = logging.getLogger("doxa.mcp")

@@ -289,6 +289,9 @@ PERSON, WORLD, CHECKER = "person", "world", "checker"
 #: Case kinds, in the order listed.
 CASE_KINDS = ("duplicate", "split", "undone", "withdrawn", "dismissed", "duplicate_created", "subject_not_named",
               "too_few_options", "unrelated")
+#: The kind of a case read from a file (:func:`.instruction_search.read_cases`): what a gold set says the
+#: decision should have been (bench/organizer.py writes one from the generated world's truth).
+GOLD = "gold"
 #: A reading with at least this much on "unrelated" says the message does not bear on the question.
 UNRELATED_AT_LEAST = 0.5
 #: Words by which the author names themself (the author's own subject needs no name).
@@ -514,5 +517,5 @@ def _unrelated(store) -> list[Case]:
     return out
 
 
-__all__ = ["CachedOrganizer", "Kept", "Replayed", "Case", "CASE_KINDS", "cases", "decision_key",
+__all__ = ["CachedOrganizer", "Kept", "Replayed", "Case", "CASE_KINDS", "GOLD", "cases", "decision_key",
            "decoding_settings", "model_of", "kept_organizer", "keeper", "rebuild_request", "replay", "request_json"]

@@ -32,7 +32,7 @@ from doxa.data.store import Store
 from doxa.data.times import as_moment, utc_now
 
 from .params import DEFAULT_ACT_AT, published
-from .results import Belief, BeliefList, EvidenceTerm, Explanation
+from .results import Belief, BeliefList, Explanation
 from . import tiers
 
 if TYPE_CHECKING:
@@ -338,4 +338,4 @@ def open_store(path=None, **kwargs) -> Iterator[Memory]:
         memory.close()
 
 
-__all__ = ["Memory", "Belief", "open_store", "BeliefList", "Explanation", "EvidenceTerm"]
+__all__ = ["Memory", "open_store"]
