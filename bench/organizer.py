@@ -93,6 +93,13 @@ term is ½) and no split is ever proposed.
 Across conversation episodes: step scores pooled over all their steps, B-cubed the mean of the
 episodes', counts and cost summed. ``--out DIR`` writes results.json and report.md; ``--json``
 prints the one object; otherwise the table is printed. Progress on stderr.
+
+**Gold cases.** Each episode's truth, as cases instruction search scores (:func:`gold_cases`; each
+episode's ``gold_cases`` says how many, by what they expect, and how many its kept decisions get right).
+With ``--out DIR`` they are written beside the store whose decisions they name: ``gold_cases.jsonl``
+beside ``organized.duckdb`` for the world, ``conversation-<record>.gold_cases.jsonl`` beside
+``conversation-<record>.duckdb`` for each conversation; ``doxa organizer-instructions search --db STORE
+--cases FILE`` searches on them.
 """
 
 from __future__ import annotations
@@ -100,6 +107,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -451,7 +459,8 @@ def world_episode(organizer, sliced: Slice, db: str, *, max_messages: int, secon
 
 
 # ----------------------------------------------------------------------------- gold cases
-def gold_cases(steps: list[Step], store, episode: str) -> list[dict[str, Any]]:
+def gold_cases(steps: list[Step], store, episode: str, *, unrelated_expect_nothing: bool = True
+               ) -> list[dict[str, Any]]:
     """The world's truth as cases instruction search can score (``doxa organizer-instructions search --cases``;
     docs/formats.md, "Organizer cases"): one per step with a gold question and a kept decision, expecting
     what the gold says the step should have done with what its request showed.
@@ -461,8 +470,10 @@ def gold_cases(steps: list[Step], store, episode: str) -> list[dict[str, Any]]:
     message should link one of them (``links_one_of: R``); when it is empty (the gold question was not made
     yet, or retrieval did not show it) it should create a question about the gold person (``creates``,
     ``subject_one_of``). Either way it should neither link nor create any of ``W`` (``not_links: W``). A step
-    bearing on nothing the gold knows expects nothing made (``nothing``). A failed step, or one with no kept
-    decision, gives no case."""
+    bearing on nothing the gold knows expects nothing made (``nothing``), where ``unrelated_expect_nothing``
+    (the world's: every message of its stream bears on a question it knows); in a conversation such a turn
+    gives no case (it may tell something worth tracking that the benchmark's one question does not ask). A
+    failed step, or one with no kept decision, gives no case."""
     from doxa.data import organizer_decisions as kept_data
     from doxa.inference.agent.instruction_search import judge
     from doxa.inference.agent.organizer_memory import GOLD, WORLD, Case
@@ -476,7 +487,7 @@ def gold_cases(steps: list[Step], store, episode: str) -> list[dict[str, Any]]:
     out = []
     for step in steps:
         decision = decided.get(step.message)
-        if step.failed or decision is None:
+        if step.failed or decision is None or (step.gold is None and not unrelated_expect_nothing):
             continue
         shown = [q["id"] for q in decision["request"].get("questions", [])]
         right = [q for q in shown if step.gold is not None and match.get(q) == step.gold]
@@ -507,6 +518,11 @@ def gold_case_summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
     right = sum(c["right_when_kept"] for c in cases)
     return {"cases": len(cases), "by_expected": dict(sorted(kinds.items())), "right_when_kept": right,
             "rate": right / len(cases) if cases else None}
+
+
+def _file_safe(name: str) -> str:
+    """A record id as a file name's part: letters, digits, ``-``, ``_`` and ``.`` kept, the rest ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100] or "record"
 
 
 def write_cases(cases: list[dict[str, Any]], path: Path) -> None:
@@ -540,14 +556,16 @@ def conversation_steps(record, store) -> list[Step]:
     return steps
 
 
-def conversation_episode(organizer, record, *, window: int, apply_above: float | None) -> dict[str, Any]:
-    """One LongMemEval record's episode (see the module docstring)."""
+def conversation_episode(organizer, record, *, window: int, apply_above: float | None,
+                         db: str = ":memory:") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One LongMemEval record's episode (see the module docstring) and its gold cases (:func:`gold_cases`:
+    its answer turns; ``db``, a file, keeps the store the cases' decisions are in)."""
     import doxa
     from doxa.inference.agent.remember import RememberError
 
     from conversations import conversation_sessions
 
-    memory = doxa.open(":memory:", log_reads=False)
+    memory = doxa.open(db, log_reads=False)
     meter = Meter(organizer)
     failures = []
     try:
@@ -558,14 +576,16 @@ def conversation_episode(organizer, record, *, window: int, apply_above: float |
             except RememberError as err:
                 failures.append(str(err)[:500])
         steps = conversation_steps(record, memory.store)
+        name = f"longmemeval:{record.id}"
+        cases = gold_cases(steps, memory.store, name, unrelated_expect_nothing=False)
         subjects, kinds = question_subjects(memory.store), question_kinds(memory.store)
         maintenance = run_maintenance(memory, apply_above) if apply_above is not None else None
     finally:
         memory.close()
     episode = {"episode": f"longmemeval:{record.id}", "kind": "conversation", "category": record.category,
                "answer_turns": sum(s.gold is not None for s in steps), "cost": _rounded(meter.cost),
-               "failure_examples": failures}
-    return _with_maintenance(episode, steps, subjects, kinds, maintenance)
+               "failure_examples": failures, "gold_cases": gold_case_summary(cases)}
+    return _with_maintenance(episode, steps, subjects, kinds, maintenance), cases
 
 
 def pooled(episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -758,8 +778,15 @@ def main(argv: list[str] | None = None) -> int:
         for i, record in enumerate(records, start=1):
             if progress:
                 print(f"conversation {i}/{len(records)}: {record.id}", file=sys.stderr)
-            episodes.append(conversation_episode(organizer, record, window=args.window or DEFAULT_WINDOW,
-                                                 apply_above=apply_above))
+            stem = f"conversation-{_file_safe(record.id)}"
+            db = str(out / f"{stem}.duckdb") if out else ":memory:"
+            if out and Path(db).exists():
+                raise SystemExit(f"{db} exists: the bench writes a fresh store; pass another --out or delete it")
+            episode, cases = conversation_episode(organizer, record, window=args.window or DEFAULT_WINDOW,
+                                                  apply_above=apply_above, db=db)
+            episodes.append(episode)
+            if out:
+                write_cases(cases, out / f"{stem}.gold_cases.jsonl")
     version = next((e.get("instructions_version") for e in episodes if e.get("instructions_version")), None)
     report = {
         "organizer": {"name": organizer.name, "model": args.model, "url": args.url, "structured": args.structured,

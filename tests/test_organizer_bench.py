@@ -287,11 +287,25 @@ def window_organizer(message: str, prompt: str) -> dict:
     return {"turns": out, "new_subjects": [], "new_relations": []}
 
 
-def test_the_benchmark_on_conversations(bench, capsys):
+def test_the_benchmark_on_conversations(bench, capsys, tmp_path):
     with FakeChatServer({}, organizer=window_organizer) as server:
         assert bench.main(["--messages", "0", "--data", str(TINY_LME / "2_tiny_gym.json"), "--url", server.url,
-                           "--model", "fake", "--maintain", "--json"]) == 0
+                           "--model", "fake", "--maintain", "--json", "--out", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
+    # each record's store and the gold cases of its answer turns (other turns give none: they may tell
+    # something worth tracking that the one question asked does not cover)
+    from doxa.inference.agent.instruction_search import read_cases, search_cases
+
+    for record in ("tiny_gym", "tiny_gym_prev"):
+        cases = read_cases(tmp_path / f"conversation-{record}.gold_cases.jsonl")
+        assert len(cases) == 2 and all(c.id.startswith(f"gold:longmemeval:{record}:") for c in cases)
+        memory = doxa.open(str(tmp_path / f"conversation-{record}.duckdb"), log_reads=False)
+        try:
+            usable, skipped = search_cases(memory.store, cases)
+        finally:
+            memory.close()
+        assert len([c for c in usable if c.case.kind == "gold"]) == 2 and not skipped
+    assert report["episodes"][0]["gold_cases"]["right_when_kept"] == 2
     assert [e["episode"] for e in report["episodes"]] == ["longmemeval:tiny_gym", "longmemeval:tiny_gym_prev"]
     episode = report["episodes"][0]
     grouping = episode["grouping"]
