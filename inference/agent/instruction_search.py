@@ -64,7 +64,8 @@ from doxa.data.text import words
 
 from .instruction_proposer import Contrast, ProposerError
 from .organizer_client import OrganizerError, Organizer
-from .organizer_memory import GOLD, WORLD, Case, CachedOrganizer, _names_value, cases, decoding_settings, model_of, replay
+from .organizer_memory import (GOLD, WORLD, Case, CachedOrganizer, _names_value, cases, decoding_settings, model_of,
+                               replay)
 from .organizer_schema import (NewQuestion, NewRelation, NewSubject, NewValue, NewValueQuestion, OrganizerOutput,
                                TurnOutput, WindowOutput)
 
