@@ -338,3 +338,32 @@ def test_the_organizer_is_shown_only_the_questions_of_the_people_a_message_names
     assert shown("Sam eats fish these days") == (["sam.diet"], ["maya", "sam"])
     assert shown("my sister is vegetarian") == (["maya.diet"], ["maya", "sam"])  # an alias names her
     assert shown("everyone ate fish at the party") == (["maya.diet", "sam.diet"], ["maya", "sam"])
+
+
+def test_the_organizer_is_shown_a_handful_of_one_subjects_questions_the_best_ranked_first():
+    """A person with many questions: the organizer sees the few the message's words rank first (a small model
+    links what it is shown), and another person's questions still have their own handful."""
+    from datetime import datetime
+
+    from doxa.inference.agent.organizer_schema import MAX_QUESTIONS_PER_SUBJECT
+    from doxa.inference.agent.remember import best_per_subject, organizer_request
+
+    mem = doxa.open(":memory:", log_reads=False)
+    try:
+        topics = ["tennis", "opera", "sushi", "gardening", "chess", "sailing", "poetry", "jazz", "pottery"]
+        mem.ingest([R.subject("maya", "Maya"), R.subject("sam", "Sam"), R.source("notes", ["user", "notes"])]
+                   + [R.question(f"maya.{t}", ["yes", "no"], subject="maya", text=f"Does Maya like {t}?")
+                      for t in topics]
+                   + [R.question("maya.cello", ["yes", "no"], subject="maya", text="Does Maya play the cello?"),
+                      R.question("sam.cello", ["yes", "no"], subject="sam", text="Does Sam play the cello?")])
+        request = organizer_request(mem, "Maya and Sam played the cello all evening", "notes", "user/notes/notes",
+                                    datetime(2026, 5, 1))
+    finally:
+        mem.close()
+    shown = [q["id"] for q in request.questions]
+    mayas = [q for q in shown if q.startswith("maya.")]
+    assert len(mayas) == MAX_QUESTIONS_PER_SUBJECT < len(topics) + 1 and mayas[0] == "maya.cello"
+    assert "sam.cello" in shown
+    ranked = [{"id": f"{s}{i}", "subject": s} for i in range(4) for s in "ab"]
+    assert best_per_subject(ranked, 2, 3) == ["a0", "b0", "a1"]
+    assert best_per_subject(ranked, 3, 10) == ["a0", "b0", "a1", "b1", "a2", "b2"]

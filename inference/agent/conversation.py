@@ -539,7 +539,7 @@ def _organize_window(memory: "Memory", turns: list[_Turn], organizer, instructio
     store = memory.store
     user_source = USER_SOURCE.rsplit("/", 1)[-1]
     text = "\n".join(t.text for t in turns)
-    base = organizer_request(memory, text, user_source, USER_SOURCE, turns[0].sent_at)
+    base = organizer_request(memory, text, user_source, USER_SOURCE, turns[0].sent_at, messages=len(turns))
     request = WindowRequest(text=text, source=base.source, source_path=base.source_path, sent_at=base.sent_at,
                             subjects=base.subjects, questions=base.questions,
                             known_subject_ids=base.known_subject_ids,

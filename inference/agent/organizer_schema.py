@@ -42,6 +42,9 @@ from .untrusted import untrusted
 
 #: Most existing questions shown to the organizer for one message (the best-ranked for its words).
 MAX_QUESTIONS_SHOWN = 20
+#: Most of one subject's questions among them (its best-ranked): a small model links what it is shown,
+#: so a person with many questions is shown the few the message's words rank first.
+MAX_QUESTIONS_PER_SUBJECT = 6
 #: Every subject is shown when the store has at most this many; else those the message names and their neighbours.
 ALL_SUBJECTS_UP_TO = 25
 
@@ -659,4 +662,5 @@ __all__ = ["OrganizerOutput", "OrganizerRequest", "WindowOutput", "WindowRequest
            "MAX_TURN_CHARS", "check_window_output", "NewQuestion", "NewValueQuestion", "NewValue", "NewSubject",
            "NewRelation", "check_output", "clean_value", "value_key", "same_value", "PLACEHOLDER_VALUES",
            "known_subject_resolver", "parse_reply", "slug", "validation_problems", "MAX_QUESTIONS_SHOWN",
+           "MAX_QUESTIONS_PER_SUBJECT",
            "ALL_SUBJECTS_UP_TO"]

@@ -37,7 +37,8 @@ from doxa.data.times import parse_time, utc_now
 
 from .organizer_client import Organizer, OrganizerError, organizer_from_env
 from .organizer_memory import keeper, kept_organizer
-from .organizer_schema import ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_SHOWN, OrganizerRequest, same_value
+from .organizer_schema import (ALL_SUBJECTS_UP_TO, MAX_QUESTIONS_PER_SUBJECT, MAX_QUESTIONS_SHOWN, OrganizerRequest,
+                               same_value)
 
 if TYPE_CHECKING:  # Memory.remember calls into this module: only the type is needed here
     from doxa.inference.read.memory import Memory
@@ -96,8 +97,11 @@ class RememberResult:
 
 
 # ---------------------------------------------------------------------------- what the organizer is shown
-def organizer_request(memory: "Memory", text: str, source: str, source_path: str, sent_at: datetime) -> OrganizerRequest:
-    """The message with the subjects it may be about and the existing questions ranked for its words."""
+def organizer_request(memory: "Memory", text: str, source: str, source_path: str, sent_at: datetime,
+                      messages: int = 1) -> OrganizerRequest:
+    """The message with the subjects it may be about and the existing questions ranked for its words
+    (``messages``: how many messages ``text`` joins — a window's turns —, each allowed its handful of a
+    subject's questions)."""
     store = memory.store
     every = store.subjects()
     named = {s["id"] for s in subject_match.match_subjects(store, text)}
@@ -122,8 +126,9 @@ def organizer_request(memory: "Memory", text: str, source: str, source_path: str
     if asked_about:
         terms = [t for t in search.content_terms(words(text)) if len(t) > 1]
         ranked = question_ranking.rank_questions(store, terms, subject_ids=sorted(asked_about), evidence=False)
-        # the best-ranked first; with room to spare every question of these subjects is shown
-        chosen = [r["id"] for r in ranked[:MAX_QUESTIONS_SHOWN]]
+        # the best-ranked first, at most a handful per subject; with room to spare every question of
+        # these subjects is shown
+        chosen = best_per_subject(ranked, MAX_QUESTIONS_PER_SUBJECT * max(1, messages), MAX_QUESTIONS_SHOWN)
         if chosen:
             table = store.question_table(chosen)
             order = {q: i for i, q in enumerate(chosen)}
@@ -134,6 +139,20 @@ def organizer_request(memory: "Memory", text: str, source: str, source_path: str
                           "open": bool(is_open)} for q, s, t, o, is_open in rows]
     return OrganizerRequest(text=text, source=source, source_path=source_path, sent_at=sent_at, subjects=subjects,
                             questions=questions, known_subject_ids=frozenset(s["id"] for s in every))
+
+
+def best_per_subject(ranked: list[dict[str, Any]], per_subject: int, at_most: int) -> list[str]:
+    """The ids of ``ranked`` (best first, each with its ``subject``) in their order, at most ``per_subject``
+    of one subject and ``at_most`` in all."""
+    taken: dict[Any, int] = {}
+    out = []
+    for row in ranked:
+        if len(out) == at_most:
+            break
+        if taken.get(row["subject"], 0) < per_subject:
+            taken[row["subject"]] = taken.get(row["subject"], 0) + 1
+            out.append(row["id"])
+    return out
 
 
 # ---------------------------------------------------------------------------- sources and ids
