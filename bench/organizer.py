@@ -735,6 +735,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per call before a retry")
     parser.add_argument("--structured", default="auto", choices=("auto", "schema", "object", "none"),
                         help="how the organizer sends its reply's schema (default auto)")
+    parser.add_argument("--steps", action="store_true", help="organize in steps: each link checked by a narrow "
+                        "call, and asked again with no question shown when none holds (OpenAIChatOrganizer.steps)")
     parser.add_argument("--out", default=None, help="folder for results.json and report.md")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--no-progress", action="store_true")
@@ -746,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     from doxa.inference.agent.organizer_client import OpenAIChatOrganizer
 
     organizer = OpenAIChatOrganizer(url=args.url, model=args.model, timeout_s=args.timeout, retries=1,
-                                    structured=args.structured)
+                                    structured=args.structured, steps=args.steps)
     apply_above = args.apply_above if args.maintain else None
     progress = not args.no_progress and not args.json
     out = Path(args.out) if args.out else None
@@ -790,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
     version = next((e.get("instructions_version") for e in episodes if e.get("instructions_version")), None)
     report = {
         "organizer": {"name": organizer.name, "model": args.model, "url": args.url, "structured": args.structured,
+                      "steps": args.steps,
                       "response_format": organizer.response_format, "instructions_version": version,
                       "tokens_counted": True},
         "world": world_name, "messages": args.messages, "seed": args.seed, "data": args.data,

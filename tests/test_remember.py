@@ -4,6 +4,7 @@ one transaction per message, so no failure of either model leaves anything half-
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -367,3 +368,40 @@ def test_the_organizer_is_shown_a_handful_of_one_subjects_questions_the_best_ran
     ranked = [{"id": f"{s}{i}", "subject": s} for i in range(4) for s in "ab"]
     assert best_per_subject(ranked, 2, 3) == ["a0", "b0", "a1"]
     assert best_per_subject(ranked, 3, 10) == ["a0", "b0", "a1", "b1", "a2", "b2"]
+
+
+def test_in_steps_a_link_the_message_does_not_answer_is_dropped_and_a_question_made_instead(mem):
+    """A small model links whatever it is shown; in steps each link is checked by a narrow call, and when none
+    holds the message is organized again with no question shown."""
+    from doxa.inference.agent.organizer_client import CHECK_SYSTEM
+
+    def over_linking(message: str, prompt: str) -> dict:
+        if re.search(r"^- maya\.diet \(about", prompt, re.MULTILINE):
+            return {**EMPTY, "links": ["maya.diet"]}
+        kind, options = ("diet", DIET) if "vegetarian" in message else ("instrument", ["cello", "piano"])
+        return {**EMPTY, "new_questions": [{"subject": "maya", "kind": kind, "text": f"Maya's {kind}?",
+                                            "shape": "choice", "options": options}]}
+
+    def check(system: str, prompt: str):
+        if system != CHECK_SYSTEM:
+            return None
+        check.asked.append(prompt)
+        return '{"answers": %s}' % ("true" if "fish" in prompt.split("</message>")[0] else "false")
+
+    check.asked = []
+    with FakeChatServer(READER_RULES, organizer=over_linking, answerer=check) as fake:
+        stepped = OpenAIChatOrganizer(fake.url, model="fake", retries=1, backoff_s=0.01, timeout_s=5.0, steps=True)
+        mem.remember("Maya is vegetarian.", source="notes", sent_at="2026-05-01", organizer=stepped, reader=None,
+                     use_env=False)
+        fish = mem.remember("Maya eats fish now.", source="notes", sent_at="2026-05-02", organizer=stepped,
+                            reader=None, use_env=False)
+        cello = mem.remember("Maya started playing the cello.", source="notes", sent_at="2026-05-03",
+                             organizer=stepped, reader=None, use_env=False)
+        plain = OpenAIChatOrganizer(fake.url, model="fake", retries=1, backoff_s=0.01, timeout_s=5.0)
+        piano = mem.remember("Maya started playing the piano.", source="notes", sent_at="2026-05-04",
+                             organizer=plain, reader=None, use_env=False)
+    assert fish.linked == ["maya.diet"] and fish.calls["organizer"] == 2  # the link holds: the reply and its check
+    assert cello.linked == [] and cello.created == ["maya.instrument"] and cello.calls["organizer"] == 3
+    assert len(check.asked) == 2 and all("Question about maya: Maya's diet? [vegetarian | eats fish | eats meat]" in p
+                                         for p in check.asked)
+    assert piano.linked == ["maya.diet"]  # without steps the over-link stands

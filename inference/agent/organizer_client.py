@@ -17,13 +17,21 @@ break structured output often; one retry fixes most of it, more rarely help.
 
 The instructions (the system prompt) are not in this module: they are a versioned text in the
 store (``doxa organizer-instructions``), passed in by the caller.
+
+**In steps** (``steps=True``, one message at a time; a window is one call as before). A small model
+shown a few questions tends to link one of them to a message that needs a new question. With steps,
+each question the reply links (and gives no value) is checked by a second, narrow call — the message,
+the one question, "does the message tell its answer?", a JSON ``true`` or ``false``
+(:data:`CHECK_SYSTEM`) — and a link answered ``false`` is dropped; when every link is dropped and the
+reply created nothing, a third call asks again with no question shown, so the model may create one
+(or decide nothing). A check that gives no usable answer keeps its link.
 """
 
 from __future__ import annotations
 
 import abc
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Mapping
 
 from pydantic import ValidationError
@@ -31,11 +39,22 @@ from pydantic import ValidationError
 from .llm_http import ORGANIZER_ENV, ChatClient
 from .organizer_schema import (OrganizerOutput, OrganizerRequest, TurnOutput, WindowOutput, WindowRequest, check_output,
                                check_window_output, parse_reply, validation_problems)
+from .untrusted import untrusted
 
 ENV_STRUCTURED = "DOXA_ORGANIZER_STRUCTURED"
+ENV_STEPS = "DOXA_ORGANIZER_STEPS"
 #: how the reply's schema may be sent (OpenAIChatOrganizer.structured)
 STRUCTURED_FORMS = ("auto", "schema", "object", "none")
 
+
+#: The system prompt of a link's check (``steps``): one question, yes or no.
+CHECK_SYSTEM = ("You check one link in an assistant's memory. You are shown a message and one question about a "
+                "person. Decide whether the message tells the answer to that question, or a change of it. Reply "
+                'with one JSON object and nothing else: {"answers": true} or {"answers": false}.')
+CHECK_SCHEMA = {"type": "object", "properties": {"answers": {"type": "boolean"}}, "required": ["answers"],
+                "additionalProperties": False}
+#: Links of one reply checked at most (``steps``); the rest are kept unchecked.
+MAX_CHECKED = 3
 
 #: A window's reply is bounded by ``a + b·turns`` tokens (and ``window_max_tokens``): a turn's entry
 #: with one new question is about 70 tokens of Qwen2.5's tokenizer, and most turns have none.
@@ -122,6 +141,9 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
     #: the bound of a window's reply (:meth:`organize_window`): several turns' decisions
     window_max_tokens: int = 1536
     structured: Literal["auto", "schema", "object", "none"] = "auto"  # one of STRUCTURED_FORMS
+    #: check each link by a narrow second call, and ask again with no question shown when none holds
+    #: (the module docstring, "In steps")
+    steps: bool = False
 
     names = ORGANIZER_ENV
     role = "organizer"
@@ -144,9 +166,40 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
         return self._formats[0] if self._formats else None
 
     def organize(self, request: OrganizerRequest, instructions: str) -> Organized:
-        return self._organize(instructions, request, OrganizerOutput.response_schema(request),
-                              lambda value: self._checked(OrganizerOutput, check_output, value, request),
-                              self.max_tokens)
+        before = self.endpoint.requests
+        organized = self._organize(instructions, request, OrganizerOutput.response_schema(request),
+                                   lambda value: self._checked(OrganizerOutput, check_output, value, request),
+                                   self.max_tokens)
+        if not self.steps:
+            return organized
+        out = organized.output
+        valued = {v.question for v in out.new_values}
+        shown = {q["id"]: q for q in request.questions}
+        checked = [q for q in out.links if q not in valued and q in shown][:MAX_CHECKED]
+        dropped = {q for q in checked if not self._answers(request, shown[q])}
+        links = [q for q in out.links if q not in dropped]
+        if not dropped or links or out.new_questions or out.new_values:
+            output = out.model_copy(update={"links": links})
+        else:  # nothing holds: ask again with no question shown (a new question, or nothing)
+            bare = replace(request, questions=[])
+            output = self._organize(instructions, bare, OrganizerOutput.response_schema(bare),
+                                    lambda value: self._checked(OrganizerOutput, check_output, value, bare),
+                                    self.max_tokens).output
+        return Organized(output=output, calls=self.endpoint.requests - before, repaired=organized.repaired,
+                         retried=organized.retried)
+
+    def _answers(self, request: OrganizerRequest, question: dict[str, Any]) -> bool:
+        """Whether the model says the message tells the answer to ``question`` (``steps``); True when its
+        reply gives no JSON ``true`` or ``false`` (a check that fails keeps the link)."""
+        options = " | ".join(question.get("options") or [])
+        prompt = (f"Message:\n<message>\n{untrusted(request.text)}\n</message>\n\n"
+                  + untrusted(f"Question about {question['subject']}: {question['text']} [{options}]")
+                  + "\n\nDoes the message tell the answer to this question? Reply with the JSON object only.")
+        content, _ = self._complete([{"role": "system", "content": CHECK_SYSTEM}, {"role": "user", "content": prompt}],
+                                    CHECK_SCHEMA, 16)
+        value, _, _ = parse_reply(content)
+        answer = value.get("answers") if isinstance(value, dict) else None
+        return answer is not False
 
     def organize_window(self, request: WindowRequest, instructions: str) -> Organized:
         """One call for the whole window: the instructions (system prompt) first, then the window's
@@ -252,14 +305,21 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
 
     @classmethod
     def settings_from_env(cls, env: Mapping[str, str]) -> dict[str, Any]:
-        """``DOXA_ORGANIZER_STRUCTURED`` (auto, schema, object or none; default auto): how the reply's schema is sent."""
+        """``DOXA_ORGANIZER_STRUCTURED`` (auto, schema, object or none; default auto): how the reply's schema is
+        sent; ``DOXA_ORGANIZER_STEPS`` (1 or 0; default 0): organize in steps (the module docstring)."""
+        settings: dict[str, Any] = {}
         structured = (env.get(ENV_STRUCTURED) or "").strip().lower()
-        if not structured:
-            return {}
-        if structured not in STRUCTURED_FORMS:
-            raise OrganizerError(f"{ENV_STRUCTURED} is {env.get(ENV_STRUCTURED)!r}: set it to one of "
-                                 f"{', '.join(STRUCTURED_FORMS)} (or unset it for auto)")
-        return {"structured": structured}
+        if structured:
+            if structured not in STRUCTURED_FORMS:
+                raise OrganizerError(f"{ENV_STRUCTURED} is {env.get(ENV_STRUCTURED)!r}: set it to one of "
+                                     f"{', '.join(STRUCTURED_FORMS)} (or unset it for auto)")
+            settings["structured"] = structured
+        steps = (env.get(ENV_STEPS) or "").strip()
+        if steps:
+            if steps not in ("0", "1"):
+                raise OrganizerError(f"{ENV_STEPS} is {env.get(ENV_STEPS)!r}: set it to 1 (organize in steps) or 0")
+            settings["steps"] = steps == "1"
+        return settings
 
 
 def organizer_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> Organizer | None:

@@ -67,8 +67,11 @@ def decoding_settings(organizer: Organizer, kind: str, request: OrganizerRequest
         max_tokens = min(organizer.window_max_tokens,
                          WINDOW_REPLY_TOKENS[0] + WINDOW_REPLY_TOKENS[1] * len(request.turns))
     extra = dict(getattr(organizer, "extra_body", None) or {})
-    return {"temperature": extra.pop("temperature", 0), "max_tokens": max_tokens,
-            "structured": getattr(organizer, "structured", None), "extra_body": extra}
+    settings = {"temperature": extra.pop("temperature", 0), "max_tokens": max_tokens,
+                "structured": getattr(organizer, "structured", None), "extra_body": extra}
+    if getattr(organizer, "steps", False) and kind != kept_data.WINDOW:  # named only when on: older keys stay
+        settings["steps"] = True
+    return settings
 
 
 def decision_key(kind: str, prompt: str, instructions: str, model: str, settings: dict[str, Any]) -> str:
