@@ -377,6 +377,9 @@ def test_in_steps_a_link_the_message_does_not_answer_is_dropped_and_a_question_m
 
     def over_linking(message: str, prompt: str) -> dict:
         if re.search(r"^- maya\.diet \(about", prompt, re.MULTILINE):
+            if "cello" in message:  # a small model's way of linking: the shown question proposed again
+                return {**EMPTY, "new_questions": [{"subject": "maya", "kind": "diet", "text": "Maya's diet?",
+                                                    "shape": "choice", "options": DIET}]}
             return {**EMPTY, "links": ["maya.diet"]}
         kind, options = ("diet", DIET) if "vegetarian" in message else ("instrument", ["cello", "piano"])
         return {**EMPTY, "new_questions": [{"subject": "maya", "kind": kind, "text": f"Maya's {kind}?",

@@ -67,7 +67,7 @@ from .organizer_client import OrganizerError, Organizer
 from .organizer_memory import (GOLD, WORLD, Case, CachedOrganizer, _names_value, cases, decoding_settings, model_of,
                                replay)
 from .organizer_schema import (NewQuestion, NewRelation, NewSubject, NewValue, NewValueQuestion, OrganizerOutput,
-                               TurnOutput, WindowOutput)
+                               TurnOutput, WindowOutput, proposed_again)
 
 if TYPE_CHECKING:
     from doxa.data.session import Session
@@ -240,15 +240,12 @@ def _as_applied(decision: dict[str, Any], parts: list[dict[str, Any]]) -> tuple[
     question proposed again — a shown one's ``subject.kind`` id, or its subject and text — links it, as
     does a value given to it; only the rest is created."""
     shown = decision["request"].get("questions", [])
-    ids = {q["id"] for q in shown}
-    by_text = {(q.get("subject"), str(q.get("text", "")).lower()): q["id"] for q in shown}
     links = _links(parts) | {v["question"] for p in parts for v in p.get("new_values", [])}
     created: set[str] = set()
     for q in _created(parts):
-        base = f"{q['subject']}.{q['kind']}"
-        same = by_text.get((q["subject"], str(q.get("text", "")).lower())) or (base if base in ids else None)
+        same = proposed_again(q, shown)
         if same is None:
-            created.add(base)
+            created.add(f"{q['subject']}.{q['kind']}")
         else:
             links.add(same)
     return links, created

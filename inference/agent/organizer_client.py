@@ -20,7 +20,8 @@ store (``doxa organizer-instructions``), passed in by the caller.
 
 **In steps** (``steps=True``, one message at a time; a window is one call as before). A small model
 shown a few questions tends to link one of them to a message that needs a new question. With steps,
-each question the reply links (and gives no value) is checked by a second, narrow call — the message,
+each question the reply links (and gives no value) — by its id, or by proposing it again
+(:func:`~.organizer_schema.proposed_again`) — is checked by a second, narrow call — the message,
 the one question, "does the message tell its answer?", a JSON ``true`` or ``false``
 (:data:`CHECK_SYSTEM`) — and a link answered ``false`` is dropped; when every link is dropped and the
 reply created nothing, a third call asks again with no question shown, so the model may create one
@@ -38,7 +39,7 @@ from pydantic import ValidationError
 
 from .llm_http import ORGANIZER_ENV, ChatClient
 from .organizer_schema import (OrganizerOutput, OrganizerRequest, TurnOutput, WindowOutput, WindowRequest, check_output,
-                               check_window_output, parse_reply, validation_problems)
+                               check_window_output, parse_reply, proposed_again, validation_problems)
 from .untrusted import untrusted
 
 ENV_STRUCTURED = "DOXA_ORGANIZER_STRUCTURED"
@@ -175,11 +176,15 @@ class OpenAIChatOrganizer(ChatClient, Organizer):
         out = organized.output
         valued = {v.question for v in out.new_values}
         shown = {q["id"]: q for q in request.questions}
-        checked = [q for q in out.links if q not in valued and q in shown][:MAX_CHECKED]
+        # a shown question proposed again is a link too (remember links it): checked the same way
+        again = {i: proposed_again(q, request.questions) for i, q in enumerate(out.new_questions)}
+        tied = list(dict.fromkeys([*out.links, *(q for q in again.values() if q is not None)]))
+        checked = [q for q in tied if q not in valued and q in shown][:MAX_CHECKED]
         dropped = {q for q in checked if not self._answers(request, shown[q])}
         links = [q for q in out.links if q not in dropped]
-        if not dropped or links or out.new_questions or out.new_values:
-            output = out.model_copy(update={"links": links})
+        questions = [q for i, q in enumerate(out.new_questions) if again[i] is None or again[i] not in dropped]
+        if not dropped or links or questions or out.new_values:
+            output = out.model_copy(update={"links": links, "new_questions": questions})
         else:  # nothing holds: ask again with no question shown (a new question, or nothing)
             bare = replace(request, questions=[])
             output = self._organize(instructions, bare, OrganizerOutput.response_schema(bare),

@@ -205,6 +205,16 @@ class OrganizerRequest:
         return "\n".join(lines)
 
 
+def proposed_again(question: Any, shown: list[dict[str, Any]]) -> str | None:
+    """The id of the question shown that a new question proposes again — the same ``subject.kind`` id, or the
+    same subject and text (case aside) — or None: ``remember`` links that question instead of creating one.
+    ``question``: a new question (a model or its ``dict``), ``shown``: the request's questions."""
+    get = question.get if isinstance(question, dict) else lambda key, default=None: getattr(question, key, default)
+    subject, base, text = get("subject"), f"{get('subject')}.{get('kind')}", str(get("text", "")).lower()
+    return next((q["id"] for q in shown if q["id"] == base or (q.get("subject") == subject
+                                                                and str(q.get("text", "")).lower() == text)), None)
+
+
 def slug(text: str) -> str:
     """Lower-case words joined by ``_`` (ids and kinds the organizer proposes, normalised)."""
     return "_".join(re.findall(r"[^\W_]+", text.lower()))
@@ -662,5 +672,5 @@ __all__ = ["OrganizerOutput", "OrganizerRequest", "WindowOutput", "WindowRequest
            "MAX_TURN_CHARS", "check_window_output", "NewQuestion", "NewValueQuestion", "NewValue", "NewSubject",
            "NewRelation", "check_output", "clean_value", "value_key", "same_value", "PLACEHOLDER_VALUES",
            "known_subject_resolver", "parse_reply", "slug", "validation_problems", "MAX_QUESTIONS_SHOWN",
-           "MAX_QUESTIONS_PER_SUBJECT",
+           "MAX_QUESTIONS_PER_SUBJECT", "proposed_again",
            "ALL_SUBJECTS_UP_TO"]
