@@ -23,6 +23,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Literal, Mapping
 
 RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
+#: Optional request fields a server may refuse. A 5xx whose detail names one the request sends is a
+#: refusal, not a passing fault (llama-cpp-python answers a ``json_schema`` response_format with HTTP 500):
+#: it is not retried, and the caller may step down to another form at once.
+OPTIONAL_FIELDS = ("response_format", "json_schema", "logprobs", "top_logprobs")
+
+
+def names_a_sent_field(detail: str, body: dict[str, Any]) -> bool:
+    """Whether an error's ``detail`` names an optional field that ``body`` sends (``json_schema`` is sent
+    inside ``response_format``)."""
+    sent = {f for f in OPTIONAL_FIELDS if f in body}
+    if "response_format" in sent and (body["response_format"] or {}).get("type") == "json_schema":
+        sent.add("json_schema")
+    return any(f in detail for f in sent)
 
 
 def chat_url(base_url: str) -> str:
@@ -75,9 +88,9 @@ class ChatEndpoint:
                     raw = response.read()
             except urllib.error.HTTPError as err:
                 detail = error_body(err)
-                if err.code not in RETRY_STATUSES:
+                if err.code not in RETRY_STATUSES or names_a_sent_field(detail, body):
                     refused = self.error(f"{where}: HTTP {err.code}: {detail}. {self.hint(err.code)}")
-                    refused.status = err.code  # callers may react to a refused request field (HTTP 400)
+                    refused.status = err.code  # callers may react to a refused request field (HTTP 400, or a 5xx naming it)
                     refused.detail = detail
                     raise refused from err
                 last_problem = f"HTTP {err.code}: {detail}"
@@ -238,4 +251,4 @@ class ChatClient:
 
 
 __all__ = ["ChatClient", "ChatEndpoint", "ChatEnv", "ORGANIZER_ENV", "READER_ENV", "chat_url", "error_body",
-           "http_hint", "retry_after_s", "RETRY_STATUSES"]
+           "http_hint", "retry_after_s", "RETRY_STATUSES", "OPTIONAL_FIELDS", "names_a_sent_field"]
