@@ -14,8 +14,12 @@ Protocol. For each question a fresh in-memory store (or prompt) gets its haystac
 system answers on the same endpoint, at the question's date (or just after the last turn, for
 the few questions dated earlier on the day of their last session: :attr:`Record.asked_at`).
 ``--limit`` takes questions from each category in turn; ``--skip`` leaves out the first ones of
-that order, so a long run can go in parts (each answer is also appended to results.jsonl as it
-comes):
+that order. Each answer is appended to ``OUT/results.jsonl`` as it comes, and ``--resume`` goes on
+with that file: answers already there are kept (a failed one is asked again), the rest are asked,
+and the report covers every answer the folder holds — so a run of hours can be stopped and taken
+up again, in another session, with the same settings (refused otherwise; each answer records the
+commit it ran on). Without ``--resume`` a folder that already holds answers is refused, not
+overwritten:
 
 - ``doxa``: ``remember_conversation`` (organize + read every turn), then ``mem.answer``;
 - ``doxa-lazy``: ``remember_conversation(keep_only=True)`` (no model call at ingest), then
@@ -59,6 +63,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import time
 import unicodedata
@@ -596,9 +601,10 @@ def scorable(record: Record) -> bool:
 
 # ----------------------------------------------------------------------------- the run
 def run(records: list[Record], systems: list[str], args, progress: Callable[[str], None] = lambda s: None,
-        sink: Callable[[dict[str, Any]], None] = lambda r: None) -> list[dict[str, Any]]:
-    """One result per (system, record): the answer, its judgement, confidence and cost; each is also
-    handed to ``sink`` as it comes (a long run stopped part-way keeps what it did)."""
+        sink: Callable[[dict[str, Any]], None] = lambda r: None,
+        skip: set[tuple[str, str]] = frozenset()) -> list[dict[str, Any]]:
+    """One result per (system, record) not in ``skip``: the answer, its judgement, confidence and
+    cost; each is also handed to ``sink`` as it comes (a long run stopped part-way keeps what it did)."""
     needs_model = [s for s in systems if s in MODEL_SYSTEMS]
     model = Systems(args) if needs_model else None
     answer = {"full-context": lambda r: model.full_context(r), "full-user": lambda r: model.full_user(r),
@@ -608,6 +614,8 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
     results = []
     for n, record in enumerate(records, start=1):
         for system in systems:
+            if (system, record.id) in skip:
+                continue
             started = time.perf_counter()
             try:
                 out = answer[system](record)
@@ -631,6 +639,55 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
                      f"{'right' if verdict['correct'] else 'wrong'}  {str(out.answer)[:60]!r}"
                      + (f"  error: {out.error[:80]}" if out.error else ""))
     return results
+
+
+def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool) -> list[dict[str, Any]]:
+    """The answers ``out`` holds from an earlier run, to go on with (``resume``); a failed answer
+    (``error``) is left out, so it is asked again. Refused (ValueError, saying what to do) when the
+    folder holds answers and ``resume`` is off — they would be overwritten — or when they were
+    made with other settings, which would mix two benchmarks in one table."""
+    path = out / "results.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    if not any(line.strip() for line in lines):
+        return []
+    if not resume:
+        raise ValueError(f"{path} already holds {len(lines)} answers: pass --resume to go on with them, "
+                         "or choose another --out")
+    stated = out / "settings.json"
+    if stated.exists():
+        before = json.loads(stated.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+        if changed:
+            what = ", ".join(f"{k}: {before.get(k)!r} then, {settings.get(k)!r} now" for k in changed)
+            raise ValueError(f"{out} was run with other settings ({what}): use the same ones to resume, "
+                             "or choose another --out")
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # a run killed while writing its last line: that answer is asked again
+                continue
+            raise ValueError(f"{path}, line {number}: not JSON; remove that line to resume") from None
+        if not row.get("error"):
+            kept.append(row)
+    return kept
+
+
+def _commit() -> str | None:
+    """The commit this run's code is at (with ``-dirty`` for uncommitted changes), so a table
+    gathered over several resumed runs says what ran."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("-dirty" if dirty else "")) or None
 
 
 def _mean(values) -> float | None:
@@ -701,7 +758,9 @@ def markdown(report: dict[str, Any]) -> str:
              f"{report['questions']} questions; systems: {', '.join(report['systems'])}; reader: {report['reader']}; "
              f"model: {report.get('model') or '–'} at {report.get('url') or '–'}; run {report['date']}."
              + (f" {report['asked_after_last_turn']} question(s) dated before their last turn were asked just after "
-                "it." if report.get("asked_after_last_turn") else ""), ""]
+                "it." if report.get("asked_after_last_turn") else "")
+             + (f" Gathered over resumed runs ({report['resumed']} answers kept from earlier ones); code at "
+                f"{', '.join(report['commits'])}." if report.get("resumed") else ""), ""]
     for category in [*report["categories"], "all"]:
         rows = [r for r in report["rows"] + report["totals"] if r["category"] == category]
         if not rows:
@@ -778,6 +837,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-logprobs", action="store_true", help="do not ask the baselines' answers for logprobs")
     parser.add_argument("--out", default="bench-conversations", help="folder for report.md, results.json, plots")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on with the answers --out already holds (same settings): ask only the rest")
     args = parser.parse_args(argv)
 
     allowed = ORACLE_SYSTEMS if args.reader == "oracle" else ALL_SYSTEMS
@@ -792,21 +853,40 @@ def main(argv: list[str] | None = None) -> int:
 
     records = spread(load_records(args.data), args.skip + args.limit if args.limit else None)[args.skip:]
     say = (lambda line: print(line, file=sys.stderr, flush=True))
+    out = Path(args.out)
+    settings = {"data": str(Path(args.data).resolve()), "reader": args.reader, "model": args.model, "k": args.k, "context_tokens": args.context_tokens,
+                "answer_tokens": args.answer_tokens, "logprobs": not args.no_logprobs, "oracle_own": ORACLE_OWN}
+    try:
+        earlier = earlier_answers(out, settings, resume=args.resume)
+    except ValueError as err:
+        parser.error(str(err))
+    done = {(r["system"], r["id"]) for r in earlier}
+    if done:
+        say(f"{len(earlier)} answers kept from {out / 'results.jsonl'}")
     say(f"{len(records)} questions × {len(systems)} systems")
     started = time.perf_counter()
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
+    commit = _commit()
     with open(out / "results.jsonl", "w", encoding="utf-8") as partial:  # one line per answer, as it comes
-        results = run(records, systems, args, progress=say,
-                      sink=lambda r: (partial.write(json.dumps(r, default=str) + "\n"), partial.flush()))
+        for kept in earlier:
+            partial.write(json.dumps(kept, default=str) + "\n")
+        partial.flush()
+        results = earlier + run(records, systems, args, progress=say, skip=done,
+                                sink=lambda r: (r.update(commit=commit),
+                                                partial.write(json.dumps(r, default=str) + "\n"), partial.flush()))
+    asked = {r.id: r for r in records}
+    systems = list(dict.fromkeys([r["system"] for r in results] + systems))
     report = {
         "data": str(args.data), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "reader": args.reader, "url": args.url if any(s in MODEL_SYSTEMS for s in systems) else None,
-        "model": args.model, "systems": systems, "questions": len(records),
-        "categories": sorted({r.category for r in records}),
-        "asked_after_last_turn": sum(r.asked_at > r.date for r in records),
+        "model": args.model, "systems": systems, "questions": len({r["id"] for r in results}),
+        "categories": sorted({r["category"] for r in results}),
+        "asked_after_last_turn": sum(r.asked_at > r.date for r in asked.values()),
         "settings": {"k": args.k, "context_tokens": args.context_tokens, "answer_tokens": args.answer_tokens,
                      "oracle_own": ORACLE_OWN},
+        "commits": sorted({r.get("commit") or "unknown" for r in results}),
+        "resumed": len(earlier),
         "seconds": time.perf_counter() - started,
         "rows": summarise(results, lambda r: (r["system"], r["category"])),
         "totals": summarise(results, lambda r: (r["system"],)),

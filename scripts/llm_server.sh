@@ -5,7 +5,10 @@
 # Usage: scripts/llm_server.sh [PORT]        (default 8765)
 #   Environment: DOXA_LLM_CACHE (default ~/.cache/doxa-llm), LLM_THREADS (default 2),
 #   LLM_CTX (default 2048), LLM_NICE (default 10: the machine is shared),
-#   LLM_WAIT_S (default 300: how long to wait for the first answer).
+#   LLM_WAIT_S (default 300: how long to wait for the first answer),
+#   LLM_PROMPT_CACHE (default 1: keep the evaluated state of recent prompts in memory, so a
+#   fixed prompt head shared by calls that alternate — organizer, reader, answer — is read
+#   once, not once per call; 0 keeps only the last prompt's, llama-cpp-python's default).
 # Leaves the server running in the background; prints its pid and how to stop it.
 # Its log goes to $CACHE/logs/server-PORT.log, its pid to $CACHE/server-PORT.pid.
 set -euo pipefail
@@ -34,10 +37,12 @@ fi
 
 mkdir -p "$(dirname "$LOG")"
 # --logits_all True: /v1/completions only returns logprobs with it
+CACHE_ARGS=()
+[ "${LLM_PROMPT_CACHE:-1}" = 1 ] && CACHE_ARGS=(--cache True --cache_type ram)
 nice -n "${LLM_NICE:-10}" "$VPY" -m llama_cpp.server \
     --model "$MODEL_FILE" --host 127.0.0.1 --port "$PORT" \
     --n_threads "${LLM_THREADS:-2}" --n_ctx "${LLM_CTX:-2048}" \
-    --logits_all True --model_alias reader >"$LOG" 2>&1 &
+    --logits_all True "${CACHE_ARGS[@]}" --model_alias reader >"$LOG" 2>&1 &
 PID=$!
 echo "$PID" >"$PIDFILE"
 echo "llm_server: started pid $PID on $URL (log: $LOG); waiting for it to answer (up to ${WAIT_S} s)"

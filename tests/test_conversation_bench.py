@@ -264,3 +264,29 @@ def test_doxa_eager_and_lazy_through_the_scripted_model(bench, capsys, tmp_path)
     assert all(r["ingest"]["calls"] == 0 for r in lazy.values())
     assert lazy["tiny_gym"]["at_question"]["calls"] > 0 and lazy["tiny_gym"]["created"]
     assert row(report, "doxa-lazy", "knowledge-update")["ingest_calls"] == 0
+
+
+def test_a_run_goes_on_with_resume_and_never_overwrites_answers(bench, capsys, tmp_path):
+    first = run_json(bench, capsys, "--reader", "oracle", "--systems", "latest-oracle", "--limit", "2",
+                     "--out", str(tmp_path))
+    assert first["questions"] == 2 and first["resumed"] == 0
+    kept = (tmp_path / "results.jsonl").read_text()
+    # the same folder again without --resume: refused, and the answers are untouched
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(TINY), "--reader", "oracle", "--out", str(tmp_path)])
+    assert "--resume" in capsys.readouterr().err and (tmp_path / "results.jsonl").read_text() == kept
+    # other settings: refused, naming the setting
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(TINY), "--reader", "oracle", "--k", "3", "--resume", "--out", str(tmp_path)])
+    assert "k: 5 then, 3 now" in capsys.readouterr().err
+    # a run killed mid-line: the broken last line is asked again, a failed answer too
+    rows = [json.loads(line) for line in kept.splitlines()]
+    rows[0]["error"] = "ReadTimeout: the server did not answer"
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"system": "lat')
+    whole = run_json(bench, capsys, "--reader", "oracle", "--resume", "--out", str(tmp_path))
+    again = run_json(bench, capsys, "--reader", "oracle", "--out", str(tmp_path / "fresh"))
+    assert whole["resumed"] == 1 and whole["questions"] == again["questions"]
+    assert whole["rows"] == again["rows"] and whole["totals"] == again["totals"]
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len((tmp_path / "fresh" / "results.jsonl").read_text().splitlines())
+    assert all(json.loads(line).get("commit") for line in lines[1:])  # each new answer says what code ran
