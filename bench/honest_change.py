@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from doxa.data.evidence import Evidence, QuestionTable
+from doxa.data.evidence import Evidence
 from doxa.data.store import Store
 from doxa.inference.evaluation import baselines
 from doxa.inference.evaluation.planted import copy_rows
@@ -116,14 +116,11 @@ def cut_questions(evidence: Evidence, base_q: np.ndarray, cut: np.ndarray, settl
 
     s_rows, s_pseudo = settled(evidence.settle_q, evidence.settle_t)
     r_rows, r_pseudo = settled(evidence.reject_q, evidence.reject_t)
-    questions = QuestionTable(
-        ids=np.array([f"{qt.ids[b]}#{i}" for i, b in enumerate(base_q.tolist())], dtype=object),
-        subjects=qt.subjects[base_q], kinds=qt.kinds[base_q], texts=qt.texts[base_q], shapes=qt.shapes[base_q],
-        options=[qt.options[b] for b in base_q.tolist()], n_options=qt.n_options[base_q],
-        options_key=qt.options_key[base_q], is_open=qt.is_open[base_q])
+    questions = qt.take(base_q, [f"{qt.ids[b]}#{i}" for i, b in enumerate(base_q.tolist())])
     return Evidence(
         questions=questions, q=pseudo.astype(np.int64), t=evidence.t[rows], source_index=evidence.source_index[rows],
         reader_index=evidence.reader_index[rows], probs=evidence.probs[rows][:, :questions.k_max],
+        unnamed=None if evidence.unnamed is None else evidence.unnamed[rows][:, :questions.k_max],
         unclear=evidence.unclear[rows], unrelated=evidence.unrelated[rows], one_off=evidence.one_off[rows],
         settle_q=s_pseudo, settle_t=evidence.settle_t[s_rows], settle_answer=evidence.settle_answer[s_rows],
         settle_how=evidence.settle_how[s_rows], reject_q=r_pseudo, reject_t=evidence.reject_t[r_rows],

@@ -135,6 +135,16 @@ class QuestionTable:
     def index(self) -> dict[str, int]:
         return {qid: i for i, qid in enumerate(self.ids.tolist())}
 
+    def take(self, rows: np.ndarray, ids: np.ndarray) -> "QuestionTable":
+        """The questions at ``rows`` (repeats allowed) as a table of their own, named ``ids``: the
+        pseudo-questions that copy a question (with planted claims, or cut at a time). Their
+        option groups are numbered afresh."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return QuestionTable(ids=np.asarray(ids, dtype=object), subjects=self.subjects[rows], kinds=self.kinds[rows],
+                             texts=self.texts[rows], shapes=self.shapes[rows],
+                             options=[self.options[r] for r in rows.tolist()], n_options=self.n_options[rows],
+                             options_key=self.options_key[rows], is_open=self.is_open[rows])
+
 
 @dataclass
 class SourceTable:

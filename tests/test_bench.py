@@ -349,3 +349,44 @@ def test_quick_run_reports_convergence(quick_result):
     assert "the first fit did NOT converge" in line and "--train-steps" in line
     assert "## Convergence" in (out / "report.md").read_text()
     assert result.summary()["convergence"]["first_converged"] is False
+
+
+def test_pseudo_questions_of_an_open_question_keep_what_its_readings_left_unnamed(mem):
+    """A reading written before a value was added names none of it; the planted attack's and the
+    honest-change bench's copies of the question must read it so too (before they carried no
+    ``unnamed`` mask, and such a reading counted its ``unlisted`` mass for the new value as well)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import honest_change
+
+    def at(day):
+        return f"2026-01-{day:02d}T09:00:00Z"
+
+    mem.ingest([
+        {"type": "subject", "id": "maya", "name": "Maya"},
+        {"type": "source", "id": "maya-chat", "layers": ["person", "self", "chat"]},
+        {"type": "question", "id": "maya.home", "subject": "maya", "kind": "home_address",
+         "text": "Where does Maya live?", "open": True, "options": ["12 Elm Street"]},
+        {"type": "message", "id": "m1", "source": "maya-chat", "sent_at": at(1), "text": "Home at 12 Elm"},
+        {"type": "reading", "message": "m1", "question": "maya.home", "reader": "r1",
+         "probs": {"12 Elm Street": 0.3}, "unlisted": 0.7},
+        {"type": "option_added", "question": "maya.home", "option": "5 Oak Lane", "at": at(2), "by": "organizer"},
+        {"type": "message", "id": "m2", "source": "maya-chat", "sent_at": at(3), "text": "At 5 Oak Lane now"},
+        {"type": "reading", "message": "m2", "question": "maya.home", "reader": "r1",
+         "probs": {"12 Elm Street": 0.1, "5 Oak Lane": 0.8}, "unlisted": 0.1},
+    ])
+    ev = mem.store.load_evidence(None)
+    assert ev.unnamed is not None and ev.unnamed.any()
+    system = baselines.doxa_equal()
+    original = system.predict(ev, LATER)[0]
+    batch = planted.PlantedBatch(
+        question=np.array([0]), wrong=np.array([0]), t=np.full((1, 1), to_days(datetime(2026, 2, 1))),
+        probs=np.array([[[1.0, 0.0, 0.0]]]), unclear=np.zeros((1, 1)), unrelated=np.zeros((1, 1)),
+        one_off=np.zeros((1, 1)), source_ids=np.array([["p0"]], dtype=object),
+        source_paths=np.array([["web/forum/p0"]], dtype=object), reader="r1")
+    aug, pseudo = planted.with_planted(ev, batch)
+    assert system.predict(aug, LATER)[pseudo[0, 0]] == pytest.approx(original, abs=1e-12)
+    cut = honest_change.cut_questions(ev, np.array([0]), np.array([LATER]), np.array([LATER]))
+    assert system.predict(cut, LATER)[0] == pytest.approx(original, abs=1e-12)

@@ -107,3 +107,17 @@ def test_the_explanation_is_plain_json(explained):
 def test_explaining_an_unknown_question_is_a_clear_error(small_mem):
     with pytest.raises(StoreError, match="did you mean 'maya.diet'"):
         small_mem.explain("maya.deit")
+
+
+def test_a_question_with_one_state_has_no_push_and_no_warning():
+    """An open question with no value named yet has one state (`unlisted`): its messages push
+    toward nothing, and nothing divides by an empty mean."""
+    import warnings
+
+    import numpy as np
+
+    from doxa.inference.read.scorer import log_likelihood_ratio
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert log_likelihood_ratio(np.array([0.7]), 0, 1) == 0.0
+        assert log_likelihood_ratio(np.array([0.6, 0.2]), 0, 2) == pytest.approx(np.log(3.0))

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from doxa.data.evidence import Evidence, QuestionTable, SourceTable
+from doxa.data.evidence import Evidence, SourceTable
 
 from . import baselines
 
@@ -118,18 +118,18 @@ def with_planted(evidence: Evidence, batch: PlantedBatch) -> tuple[Evidence, np.
     s_rows, s_pseudo = copy_rows(evidence.settle_q, base_q)
     r_rows, r_pseudo = copy_rows(evidence.reject_q, base_q)
 
-    questions = QuestionTable(
-        ids=np.array([f"{qt.ids[b]}#{n}" for b, n in zip(base_q.tolist(), level.tolist())], dtype=object),
-        subjects=qt.subjects[base_q], kinds=qt.kinds[base_q], texts=qt.texts[base_q], shapes=qt.shapes[base_q],
-        options=[qt.options[b] for b in base_q.tolist()], n_options=qt.n_options[base_q],
-        options_key=qt.options_key[base_q], is_open=qt.is_open[base_q],
-    )
+    questions = qt.take(base_q, [f"{qt.ids[b]}#{n}" for b, n in zip(base_q.tolist(), level.tolist())])
+    # a claim names every state (one value at 1, the rest at 0); a kept reading keeps what it left unnamed
+    unnamed = None if evidence.unnamed is None else np.vstack(
+        [evidence.unnamed[rows], np.zeros((len(p_pseudo), evidence.unnamed.shape[1]), dtype=bool)]
+    )[order][:, :questions.k_max]
     aug = Evidence(
         questions=questions,
         q=q[order], t=t[order],
         source_index=np.r_[evidence.source_index[rows], p_source][order].astype(np.int64),
         reader_index=np.r_[evidence.reader_index[rows], np.full(len(p_pseudo), reader_index)][order].astype(np.int64),
         probs=np.vstack([evidence.probs[rows], batch.probs[p_m, p_claim]])[order][:, :questions.k_max],
+        unnamed=unnamed,
         unclear=np.r_[evidence.unclear[rows], batch.unclear[p_m, p_claim]][order],
         unrelated=np.r_[evidence.unrelated[rows], batch.unrelated[p_m, p_claim]][order],
         one_off=np.r_[evidence.one_off[rows], batch.one_off[p_m, p_claim]][order],

@@ -400,6 +400,10 @@ def beliefs_from_states(evidence: Evidence, state: np.ndarray, prior: np.ndarray
 
 
 def log_likelihood_ratio(likelihood_row: np.ndarray, j: int, k: int) -> float:
-    """log L(j) against the mean of the other options' likelihoods: one message's push toward j."""
+    """log L(j) against the mean of the other options' likelihoods: one message's push toward j
+    (0 where j is the only state, as an open question with no value named yet has: nothing to push
+    it away from)."""
     others = np.delete(likelihood_row[:k], j)
+    if others.size == 0:
+        return 0.0
     return float(np.log(max(likelihood_row[j], _TINY)) - np.log(max(others.mean(), _TINY)))
