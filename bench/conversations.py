@@ -37,6 +37,9 @@ overwritten:
   value (:data:`ORACLE_OWN`); the answer is the chosen turn, right when its text contains the gold
   answer; questions whose gold no turn contains are counted apart (``unscorable``). Earlier-value
   questions are answered from history by ``answer``'s word rule;
+- ``doxa-oracle-learned``: the same, read under the parameters the nightly job fits from the
+  other questions' answers (:class:`OracleLearned`: cross-fitted, each question's own answer never
+  used for it);
 - ``latest-oracle``: the newest ``has_answer`` turn wins.
 
 Scores (LoCoMo's normalisation: lowercase, punctuation and the words a/an/the/and removed; no
@@ -67,6 +70,7 @@ import subprocess
 import sys
 import time
 import unicodedata
+import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -78,7 +82,7 @@ import numpy as np
 from doxa.inference.agent.conversation import ModelCost
 
 MODEL_SYSTEMS = ("doxa", "doxa-lazy", "full-context", "full-user", "rag", "latest-fact")
-ORACLE_SYSTEMS = ("doxa-oracle-reader", "latest-oracle")
+ORACLE_SYSTEMS = ("doxa-oracle-reader", "doxa-oracle-learned", "latest-oracle")
 ALL_SYSTEMS = MODEL_SYSTEMS + ORACLE_SYSTEMS
 #: The oracle reader's reading of a has_answer turn: its own value with this probability, the rest
 #: spread over the other values and "unclear" (an annotation is near certain, not certain).
@@ -554,20 +558,24 @@ def _doxa_outcome(result, *, ingest: Cost | None = None, question: Cost | None =
 
 
 # ----------------------------------------------------------------------------- the oracle systems
-def oracle_reader(record: Record) -> Outcome:
-    """doxa with perfect readings and no model (module docstring): the chosen turn's text is the answer."""
-    import doxa
+def oracle_records(record: Record, tag: str = "") -> tuple[list[dict[str, Any]], dict[str, Turn], str]:
+    """The records of the oracle's store for one question (module docstring): the user, their chat,
+    every user turn, the question with a value per evidence turn, and the annotation's readings;
+    with the values (name → turn) and the question's id. ``tag`` keeps the ids of several
+    questions apart in one store (each question is another user: a leaf of its own under
+    ``person/self/chat``)."""
     from doxa.inference.agent.answer import USER_ID, USER_SUBJECT
 
     turns = record.user_turns
-    evidence = [t for t in turns if t.has_answer]
-    option = {f"turn {t.session} {t.index}": t for t in evidence}  # a value per evidence turn: itself
-    ids = {id(t): f"m{n}" for n, t in enumerate(turns)}
-    qid = f"{USER_ID}.asked"
-    records: list[dict[str, Any]] = [USER_SUBJECT, {"type": "source", "id": "chat", "layers": ["person", "self", "chat"]}]
-    records += [{"type": "message", "id": ids[id(t)], "source": "chat", "sent_at": t.at.isoformat(),
+    option = {f"turn {t.session} {t.index}": t for t in record.user_turns if t.has_answer}  # a value per turn
+    ids = {id(t): f"m{tag}{n}" for n, t in enumerate(turns)}
+    user, chat = f"{USER_ID}{tag}", f"chat{tag}"
+    qid = f"{user}.asked"
+    records: list[dict[str, Any]] = [{**USER_SUBJECT, "id": user},
+                                     {"type": "source", "id": chat, "layers": ["person", "self", "chat"]}]
+    records += [{"type": "message", "id": ids[id(t)], "source": chat, "sent_at": t.at.isoformat(),
                  "text": t.content} for t in turns]
-    records.append({"type": "question", "id": qid, "subject": USER_ID, "kind": "asked", "text": record.question,
+    records.append({"type": "question", "id": qid, "subject": user, "kind": "asked", "text": record.question,
                     "shape": "choice", "open": True, "options": list(option)})
     rest = (1.0 - ORACLE_OWN) / 2  # half to the other values, half to "unclear"
     for name, t in option.items():
@@ -575,9 +583,92 @@ def oracle_reader(record: Record) -> Outcome:
         probs = {name: ORACLE_OWN, **{o: rest / len(others) for o in others}}
         records.append({"type": "reading", "message": ids[id(t)], "question": qid, "reader": "annotation",
                         "probs": probs, "unclear": 1.0 - sum(probs.values()), "unrelated": 0.0, "one_off": 0.0})
+    return records, option, qid
+
+
+def oracle_settlement(record: Record, option: dict[str, Turn], qid: str) -> dict[str, Any] | None:
+    """What the user would say on being asked, as a settlement: the value holding the gold answer,
+    true at the time asked. None where the question has no such value (``_abs``, or no turn holds
+    the gold) or asks about an earlier value (when that was true is not known)."""
+    from doxa.inference.agent.answer import time_asked
+
+    if record.abstain or time_asked(record.question) != "now":
+        return None
+    right = [name for name, t in option.items() if contains(t.content, record.answer)]
+    if not right:
+        return None
+    return {"type": "settlement", "question": qid, "answer": max(right, key=lambda name: option[name].at),
+            "at": record.asked_at.isoformat(), "how": "outcome", "by": "benchmark"}
+
+
+class OracleLearned:
+    """``doxa-oracle-learned``: the oracle reader, with trust, change rates, base rates and the
+    calibration map learned by the nightly job from the *other* questions' answers, as a store
+    learns from what its users settle. Cross-fitted: the questions fall in ``folds`` groups by a
+    hash of their id (not by anything they hold); a question is answered with the parameters fitted
+    on the other groups, each of its own questions settled with its gold answer
+    (:func:`oracle_settlement`), never its own. A group with no settled question to learn from
+    keeps the defaults (``params`` says which)."""
+
+    FIT = {"max_steps": 300, "min_steps": 150, "n_draws": 40}
+
+    def __init__(self, records: list[Record], folds: int = 5, seed: int = 0) -> None:
+        self.records, self.folds, self.seed = records, folds, seed
+        self.documents: dict[int, dict[str, Any] | None] = {}
+
+    def fold(self, record: Record) -> int:
+        return zlib.crc32(record.id.encode()) % self.folds
+
+    def params_for(self, record: Record) -> dict[str, Any] | None:
+        fold = self.fold(record)
+        if fold not in self.documents:
+            self.documents[fold] = self._fit([r for r in self.records if self.fold(r) != fold])
+        return self.documents[fold]
+
+    def _fit(self, training: list[Record]) -> dict[str, Any] | None:
+        import doxa
+        from doxa.inference.learn.fit import NothingToFit
+        from doxa.inference.learn.train import train
+
+        records, last = [], None
+        for n, record in enumerate(training):
+            kept, option, qid = oracle_records(record, tag=f"-{n}")
+            settled = oracle_settlement(record, option, qid)
+            records += kept + ([settled] if settled else [])
+            last = max(last or record.asked_at, record.asked_at)
+        if last is None:
+            return None
+        memory = doxa.open(":memory:", log_reads=False)
+        try:
+            memory.ingest(records)
+            at = last + timedelta(seconds=1)  # the store's clock is naive UTC
+            at = at.astimezone(timezone.utc).replace(tzinfo=None) if at.tzinfo else at
+            return train(memory.store, at=at, fit_options=self.FIT, folds=0,
+                         progress=False, seed=self.seed).document
+        except NothingToFit:
+            return None
+        finally:
+            memory.close()
+
+    def __call__(self, record: Record) -> Outcome:
+        params = self.params_for(record)
+        out = oracle_reader(record, params)
+        out.extra["params"] = f"fitted without fold {self.fold(record)}" if params else "defaults"
+        return out
+
+
+def oracle_reader(record: Record, params: dict[str, Any] | None = None) -> Outcome:
+    """doxa with perfect readings and no model (module docstring): the chosen turn's text is the
+    answer; read under ``params`` (a parameter document) where given, else the defaults."""
+    import doxa
+    from doxa.inference.agent.answer import USER_ID
+
+    records, option, _ = oracle_records(record)
     memory = doxa.open(":memory:", log_reads=False)
     try:
         memory.ingest(records)
+        if params is not None:
+            memory.store.publish_params(params)
         result = memory.answer(record.question, subject=USER_ID, at=record.asked_at, use_env=False)
     finally:
         memory.close()
@@ -611,6 +702,8 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
               "rag": lambda r: model.rag(r), "latest-fact": lambda r: model.latest_fact(r),
               "doxa": lambda r: model.doxa(r), "doxa-lazy": lambda r: model.doxa(r, lazy=True),
               "doxa-oracle-reader": oracle_reader, "latest-oracle": latest_oracle}
+    if "doxa-oracle-learned" in systems:
+        answer["doxa-oracle-learned"] = OracleLearned(records)
     results = []
     for n, record in enumerate(records, start=1):
         for system in systems:

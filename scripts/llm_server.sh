@@ -8,7 +8,12 @@
 #   LLM_WAIT_S (default 300: how long to wait for the first answer),
 #   LLM_PROMPT_CACHE (default 1: keep the evaluated state of recent prompts in memory, so a
 #   fixed prompt head shared by calls that alternate — organizer, reader, answer — is read
-#   once, not once per call; 0 keeps only the last prompt's, llama-cpp-python's default).
+#   once, not once per call; 0 keeps only the last prompt's, llama-cpp-python's default),
+#   LLM_PROMPT_CACHE_MB (default 60: the cache's budget as llama-cpp-python counts it, the
+#   attention state alone, about 28 kB a token here; with --logits_all each kept prompt also
+#   holds the logits of the whole context, n_ctx × 151,936 floats = 2.5 GB at 4096, which it
+#   does not count: 60 keeps two to four prompts, at most about 10 GB, where its own default of
+#   2 GB filled 23 GB and was killed for memory).
 # Leaves the server running in the background; prints its pid and how to stop it.
 # Its log goes to $CACHE/logs/server-PORT.log, its pid to $CACHE/server-PORT.pid.
 set -euo pipefail
@@ -38,7 +43,8 @@ fi
 mkdir -p "$(dirname "$LOG")"
 # --logits_all True: /v1/completions only returns logprobs with it
 CACHE_ARGS=()
-[ "${LLM_PROMPT_CACHE:-1}" = 1 ] && CACHE_ARGS=(--cache True --cache_type ram)
+[ "${LLM_PROMPT_CACHE:-1}" = 1 ] && CACHE_ARGS=(--cache True --cache_type ram
+                                          --cache_size $(( ${LLM_PROMPT_CACHE_MB:-60} * 1000000 )))
 nice -n "${LLM_NICE:-10}" "$VPY" -m llama_cpp.server \
     --model "$MODEL_FILE" --host 127.0.0.1 --port "$PORT" \
     --n_threads "${LLM_THREADS:-2}" --n_ctx "${LLM_CTX:-2048}" \

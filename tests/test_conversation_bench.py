@@ -101,7 +101,8 @@ def test_a_question_dated_before_its_last_turn_is_asked_after_it(bench):
 def test_oracle_reader_mode_needs_no_model(bench, capsys, tmp_path, monkeypatch):
     for name in ("DOXA_READER_URL", "DOXA_ORGANIZER_URL"):
         monkeypatch.delenv(name, raising=False)
-    report = run_json(bench, capsys, "--reader", "oracle", "--out", str(tmp_path))
+    report = run_json(bench, capsys, "--reader", "oracle", "--systems", "doxa-oracle-reader,latest-oracle",
+                      "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
     assert (tmp_path / "report.md").exists() and (tmp_path / "risk_coverage.png").exists()
     assert {r["system"] for r in report["rows"]} == {"doxa-oracle-reader", "latest-oracle"}
@@ -122,6 +123,38 @@ def test_oracle_reader_mode_needs_no_model(bench, capsys, tmp_path, monkeypatch)
     ku = row(report, "doxa-oracle-reader", "knowledge-update")
     assert ku["abstain_correct"] == 1.0 and ku["calls"] == 0 and ku["unscorable"] == 0
     assert ku["acc_at_50"] == 1.0 and ku["aurc"] is not None
+
+
+def test_the_learned_oracle_settles_the_other_questions_and_never_its_own(bench, capsys, tmp_path, monkeypatch):
+    records = {r.id: r for r in bench.load_records(TINY)}
+    # a settlement is the value holding the gold, true when asked; none for an earlier value or `_abs`
+    kept, option, qid = bench.oracle_records(records["tiny_gym"], tag="-1")
+    settled = bench.oracle_settlement(records["tiny_gym"], option, qid)
+    assert settled["question"] == qid == "me-1.asked" and settled["how"] == "outcome"
+    assert "7 am" in option[settled["answer"]].content.lower()
+    assert settled["at"] == records["tiny_gym"].asked_at.isoformat()
+    for other in ("tiny_gym_prev", "tiny_gym_abs"):
+        assert bench.oracle_settlement(records[other], *bench.oracle_records(records[other])[1:]) is None
+
+    trained: dict[int, set[str]] = {}
+    real_fit = bench.OracleLearned._fit
+
+    def spy(self, training):
+        fold = {self.fold(r) for r in self.records} - {self.fold(r) for r in training}
+        trained[fold.pop()] = {r.id for r in training}
+        return real_fit(self, training)
+
+    monkeypatch.setattr(bench.OracleLearned, "_fit", spy)
+    monkeypatch.setattr(bench.OracleLearned, "FIT", {"max_steps": 20, "min_steps": 10, "n_draws": 8})
+    report = run_json(bench, capsys, "--reader", "oracle", "--systems", "doxa-oracle-learned", "--out", str(tmp_path))
+    results = by_id(json.loads((tmp_path / "results.json").read_text()), "doxa-oracle-learned")
+    learned = bench.OracleLearned(list(records.values()))
+    for rid, result in results.items():
+        assert rid not in trained[learned.fold(records[rid])]  # fitted without its own answer
+        settles = {r for r in trained[learned.fold(records[rid])] if r in ("tiny_gym", "tiny_sister")}
+        assert result["params"] == (f"fitted without fold {learned.fold(records[rid])}" if settles else "defaults")
+    assert results["tiny_gym_abs"]["abstained"]  # no value holds an answer: learning does not invent one
+    assert row(report, "doxa-oracle-learned", "knowledge-update")["calls"] == 0
 
 
 def test_model_systems_are_refused_in_oracle_mode(bench, capsys):
