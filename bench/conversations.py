@@ -961,10 +961,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
     commit = _commit()
-    with open(out / "results.jsonl", "w", encoding="utf-8") as partial:  # one line per answer, as it comes
-        for kept in earlier:
-            partial.write(json.dumps(kept, default=str) + "\n")
-        partial.flush()
+    # the kept answers (failed ones and a cut last line left out) replace the file in one rename, so
+    # a run killed at any moment leaves them whole; the new ones are appended as they come
+    fresh = out / "results.jsonl.new"
+    fresh.write_text("".join(json.dumps(kept, default=str) + "\n" for kept in earlier), encoding="utf-8")
+    os.replace(fresh, out / "results.jsonl")
+    with open(out / "results.jsonl", "a", encoding="utf-8") as partial:
         results = earlier + run(records, systems, args, progress=say, skip=done,
                                 sink=lambda r: (r.update(commit=commit),
                                                 partial.write(json.dumps(r, default=str) + "\n"), partial.flush()))

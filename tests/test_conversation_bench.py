@@ -316,8 +316,9 @@ def test_a_run_goes_on_with_resume_and_never_overwrites_answers(bench, capsys, t
     rows = [json.loads(line) for line in kept.splitlines()]
     rows[0]["error"] = "ReadTimeout: the server did not answer"
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"system": "lat')
-    whole = run_json(bench, capsys, "--reader", "oracle", "--resume", "--out", str(tmp_path))
-    again = run_json(bench, capsys, "--reader", "oracle", "--out", str(tmp_path / "fresh"))
+    both = ("--systems", "doxa-oracle-reader,latest-oracle")
+    whole = run_json(bench, capsys, "--reader", "oracle", *both, "--resume", "--out", str(tmp_path))
+    again = run_json(bench, capsys, "--reader", "oracle", *both, "--out", str(tmp_path / "fresh"))
     assert whole["resumed"] == 1 and whole["questions"] == again["questions"]
     assert whole["rows"] == again["rows"] and whole["totals"] == again["totals"]
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
