@@ -37,7 +37,12 @@ new sources in the trusted layer), and the in-stream campaigns (fresh accounts o
 trusted layer, a burst of about six claims in a day): the share whose wrong value is on
 top just after the burst, for each system.
 
-    python bench/honest_change.py --seed 0 --out /tmp/honest_change [--reporters 3] [--venues distinct]
+    python bench/honest_change.py --seed 0 --out /tmp/honest_change [--reporters 3] [--venues distinct] [--diagnose]
+
+Also printed: the layers the reporters sit in, with the trust a new source there is read at by
+doxa-learned (the fitted node) and by the oracle (the truth). ``--diagnose`` adds two systems that
+say where doxa-learned's gap to the oracle comes from: doxa-learned with the oracle's trust of
+every node above a source, and doxa-learned fitted on the world without the reporters' messages.
 
 Writes ``results.json`` under ``--out``. Figures: docs/measurements/2026-12-honest-change.md.
 """
@@ -214,6 +219,31 @@ def follow_counts(world: World, evidence: Evidence, systems: list, cap: int, rep
 
 
 # ---------------------------------------------------------------------------- part 2
+def reporter_layers(world: World, evidence: Evidence, learned: dict[str, Any], oracle: dict[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """Where the gap to the oracle comes from: each layer the reporters sit in, with the trust a new
+    source there is read at by doxa-learned (its fitted entries left out: the layer's fitted node)
+    and by the oracle (the layer's true trust), the reports from it, and the messages the fit had
+    from the layer's other sources."""
+    from doxa.inference.read.params import trust_for_source
+
+    path_of = dict(zip(evidence.sources.ids.tolist(), evidence.sources.paths.tolist()))
+    reports: dict[str, int] = {}
+    for report in world.change_reports:
+        for source in report.sources:
+            layer = path_of[source].rsplit("/", 1)[0]
+            reports[layer] = reports.get(layer, 0) + 1
+    rows = []
+    for layer, n in sorted(reports.items(), key=lambda kv: -kv[1]):
+        probe = f"{layer}/a-new-source"
+        fitted, node = trust_for_source(learned, probe, None)
+        true, _ = trust_for_source(oracle, probe, None)
+        entry = learned["trust"].get(node, {})
+        rows.append({"layer": layer, "reports": n, "read_at_fitted": fitted, "fitted_node": node,
+                     "interval": [entry.get("lo"), entry.get("hi")], "true": true, "messages": entry.get("n")})
+    return rows
+
+
 def campaign_part(args, learned_params_for: Callable[[Store, World], dict]) -> dict[str, Any]:
     from doxa.inference.evaluation.planted import planted_resistance
 
@@ -270,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-steps", type=int, default=300)
     parser.add_argument("--planted-questions", type=int, default=60)
     parser.add_argument("--skip-campaign", action="store_true")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="also score doxa-learned with the oracle's trust of the layers (every node above a "
+                             "source; the sources keep their fitted trust), and doxa-learned fitted on the world "
+                             "without the reporters' messages: where the gap to the oracle comes from")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -287,6 +321,19 @@ def main(argv: list[str] | None = None) -> int:
     systems = [Scored("oracle", oracle), Scored("exact", oracle, "none"), Scored("oracle, one key", oracle, "one key"),
                Scored("doxa-learned", learned), Scored("doxa-learned, one key", learned_before, "one key"),
                Scored("doxa-equal", baselines.equal_trust_params(), ignore_stated_trust=True)]
+    unreported = None
+    if args.diagnose:
+        leaves = set(evidence.sources.paths.tolist())
+        layered = {**learned, "trust": {**learned["trust"], **{node: entry for node, entry in oracle["trust"].items()
+                                                              if node not in leaves}}}
+        systems.append(Scored("doxa-learned, true layer trust", layered))
+        told = {m for report in world.change_reports for m in report.messages}
+        quiet = Store.memory()
+        quiet.ingest_records([r for r in world.records if not (r.get("type") == "source" and r.get("id") in reporters)
+                              and not (r.get("type") in ("message", "reading")
+                                       and (r.get("id") if r.get("type") == "message" else r.get("message")) in told)])
+        unreported = trained_params(quiet, world.epoch_day(world.end_day), args.train_steps, args.seed, reporters)
+        systems.append(Scored("doxa-learned, fit without the reports", unreported))
     honest = follow_counts(world, evidence, systems, args.cap, args.reporters)
     print(f"honest changes ({args.world}, seed {args.seed}, {args.reporters} new reporters a day apart, venues "
           f"{args.venues}): {honest['changes']} reported changes with messages after them, {honest.get('established', 0)} "
@@ -299,8 +346,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:24s} {r['followed']:9.2f} {r['on_reports']:15.2f} {r['median']:7.1f} {r['mean']:6.2f} "
               f"{r['median'] / ref['oracle']['median']:18.2f} {r['mean'] / ref['oracle']['mean']:16.2f} "
               f"{r['mean'] / ref['exact']['mean']:15.2f}")
+    layers = reporter_layers(world, evidence, learned, oracle)
+    if unreported is not None:
+        for row, other in zip(layers, reporter_layers(world, evidence, unreported, oracle)):
+            row["fitted_without_reports"] = other["read_at_fitted"]
+    print(f"\nthe reporters' layers: a new source there is read at (doxa-learned: the fitted node; oracle: the truth)")
+    print(f"{'layer':38s} {'reports':>8s} {'fitted':>7s} {'90% interval':>14s} {'true':>6s} {'messages':>9s}"
+          + (f" {'fitted without the reports':>27s}" if unreported is not None else ""))
+    for row in layers:
+        lo, hi = row["interval"]
+        span = f"{lo:.2f}–{hi:.2f}" if lo is not None else "–"
+        print(f"{row['layer']:38s} {row['reports']:8d} {row['read_at_fitted']:7.2f} {span:>14s} {row['true']:6.2f} "
+              f"{row['messages'] if row['messages'] is not None else '–':>9}"
+              + (f" {row['fitted_without_reports']:27.2f}" if unreported is not None else ""))
     result = {"seed": args.seed, "world": args.world, "reporters": args.reporters, "venues": args.venues,
-              "cap": args.cap, "honest_change": {k: v for k, v in honest.items()}}
+              "cap": args.cap, "honest_change": {k: v for k, v in honest.items()}, "reporter_layers": layers}
 
     if not args.skip_campaign:
         def learned_for(cstore: Store, cworld: World) -> dict[str, Any]:  # campaign accounts are new too
