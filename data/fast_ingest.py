@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from . import ingest_rules, models
 from .bookkeeping import mark_evidence_changed, settle_copies, terms_sql
-from .connection import CONNECT_CONFIG
+from .connection import CONNECT_CONFIG, remove_dead_writers_files
 from .session import transaction
 from .sql import sql_literal
 from .text import PLAIN_TEXT, fingerprint, fingerprint_sql, normalise_sql
@@ -362,7 +362,9 @@ class Stage:
     """
 
     def __init__(self, shards: int = 1):
-        # the pid in the name: a folder a killed ingest left behind is found and removed (data/erasure.py)
+        # the pid in the name: what a killed ingest left behind (message text) is found and removed
+        # here, by the next ingest that stages, and by `doxa forget` (data/erasure.py)
+        remove_dead_writers_files(tempfile.gettempdir(), STAGING_PREFIX)
         self.folder = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
         self.shards: list[_Shard] = []
         try:

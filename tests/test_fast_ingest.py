@@ -764,3 +764,34 @@ def test_a_new_subject_or_question_id_that_looks_like_another_is_warned_of_not_r
                      "new question id 'Q2' looks like 'q2'"], warnings
     assert all("if they are one" in w and "use one id" in w for w in warnings)
     assert look_alikes([{"type": "subject", "id": "bob", "name": "Bob"}], stored, fast=fast) == []
+
+
+def test_an_ingest_that_stages_removes_what_a_killed_ingest_staged(tmp_path, monkeypatch):
+    """Staged files hold message text: a killed ingest's are removed by the next ingest that stages
+    (not only by `doxa forget`); a live one's, and this ingest's own until it closes, are kept."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / f"{fast_ingest.STAGING_PREFIX}{dead.pid}-abc"
+    left.mkdir()
+    (left / "stage-0.duckdb").write_text("a message someone asked to forget")
+    spool = tmp_path / f"{fast_ingest.STAGING_PREFIX}{dead.pid}-x.arrows"
+    spool.write_text("staged lines")
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f"{fast_ingest.STAGING_PREFIX}{alive.pid}-mine"
+        live.mkdir()
+        stage = fast_ingest.Stage(1)
+        try:
+            assert not left.exists() and not spool.exists() and live.exists()
+            assert os.path.isdir(stage.folder) and stage.folder.startswith(str(tmp_path))
+        finally:
+            stage.close()
+    finally:
+        alive.kill()
+        alive.wait()
