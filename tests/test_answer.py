@@ -227,15 +227,37 @@ def test_cli_answer_json_and_help(tmp_path, server, env):
     assert refused.exit_code == 1 and "--options" in refused.stderr
 
 
-def test_a_lone_weak_match_is_confirmed_by_the_model_before_it_answers(jobs, server):
-    jobs.answer("What is my current job?", at=ASKED, **clients(server))  # the user's only question: me.job
-    server.script.calls.clear()
-    # of "walk", "river", "job", "interview" only "job" is in me.job's text or kind: the model is asked,
-    # says none, and the question goes the way of one no tracked question asks (options proposed)
-    result = jobs.answer("Where did I walk by the river after the job interview?", at=ASKED, **clients(server))
-    assert [request for request, _ in server.script.calls] == ["choose", "propose"]
-    assert result.found_by != "search"
-    # a lone match that shares the question's words is taken by search alone, the model not asked
-    server.script.calls.clear()
-    again = jobs.answer("What is my job now?", at=ASKED, **clients(server))
-    assert (again.question, again.found_by) == ("me.job", "search") and server.script.calls == []
+def test_a_lone_weak_match_is_confirmed_by_the_model_before_it_answers(jobs, env):
+    walk = {"kind": "job", "text": "Where did the user walk after the job interview?", "options": ["river"]}
+    script = answer_model(propose=lambda prompt: dict(walk if "walk" in prompt else JOB))
+    with FakeChatServer({"teacher": "teacher", "nurse": "nurse"}, organizer=script) as server:
+        jobs.answer("What is my current job?", at=ASKED, **clients(server))  # the user's only question: me.job
+        # a lone match that shares the question's words is taken by search alone, the model not asked
+        script.calls.clear()
+        again = jobs.answer("What is my job now?", at=ASKED, **clients(server))
+        assert (again.question, again.found_by) == ("me.job", "search") and script.calls == []
+        # of "walk", "river", "job", "interview" only "job" is in me.job's text or kind: the model is asked,
+        # says none, and the question goes the way of one no tracked question asks (options proposed)
+        result = jobs.answer("Where did I walk by the river after the job interview?", at=ASKED,
+                             **clients(server))
+        assert [request for request, _ in script.calls] == ["choose", "propose"]
+        assert result.found_by == "created" and result.created
+        # the model named it "job" (a small model copies its prompt's example): that is me.job's id, and
+        # the model had just said it is not that question, so the id from the question's words stands
+        assert result.question != "me.job" and result.question.startswith("me.")
+        assert jobs.store.question(result.question)["text"] == walk["text"]
+        assert jobs.store.question("me.job")["options"][:2] == ["teacher", "nurse"]
+
+
+def test_proposed_options_no_shown_message_states_are_dropped(jobs, env):
+    """A value is what a message says: "7 Harbour Road" from the prompt's own example, or a value made
+    up, is no option; yes/no are kept (no message need say "yes")."""
+    made_up = {"kind": "job", "text": "What is the user's job?", "options": ["teacher", "7 Harbour Road", "pilot",
+                                                                             "Nurse"]}
+    script = answer_model(propose=lambda prompt: dict(made_up))
+    with FakeChatServer({"teacher": "teacher", "nurse": "nurse"}, organizer=script) as server:
+        model = clients(server)["model"]
+        kept = ["My job: nurse at St Mary's.", "I am a teacher at Hillside now."]
+        assert model.propose("What is my job?", "me", kept).options == ["teacher", "Nurse"]
+        made_up.update(options=["yes", "no"])
+        assert model.propose("Do I like my job?", "me", kept).options == ["yes", "no"]

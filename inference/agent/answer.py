@@ -197,7 +197,7 @@ def answer(
                 raise StoreError("the question names no known subject and is not about the user (\"I\", \"my\"): "
                                  "give --subject S (`doxa beliefs` lists subjects' questions)")
         made = asking.ask(memory, text, subjects[0], None, reader=reader, model=model, at=asked_at, limit=limit,
-                          use_env=False)
+                          use_env=False, new=True)
         found, found_by, created, readings = made.question["id"], "created", made.created, len(made.readings)
         if made.hint:
             skipped.append(f"reading the kept messages: no reader is configured (DOXA_READER_URL, docs/readers.md)")

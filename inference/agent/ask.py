@@ -109,6 +109,7 @@ def ask(
     limit: int = DEFAULT_LIMIT,
     use_env: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    new: bool = False,
 ) -> AskResult:
     """Create (or reuse) the question, read the kept evidence for it, and return the belief.
 
@@ -119,6 +120,10 @@ def ask(
     (default ``question_model_from_env()`` when ``use_env``) proposes them from the kept messages;
     with no model that is an error saying how to fix it.
     ``progress(done, total)`` is called after each message read.
+    ``new``: the caller found that no tracked question asks this (``answer`` does): a kind the model
+    proposes that is the id of a tracked question of the subject is then not taken, and the id from
+    the question's own words stands (a small model names every question "job", the kind of its
+    prompt's example; ``answer`` would read another question's evidence as this one's).
     """
     store = memory.store
     known = {s["id"]: s for s in store.subjects()}
@@ -149,7 +154,8 @@ def ask(
         proposal = model.propose(question_text, known[subject]["name"], [h.text for h in hits])
         given, extra = proposed_options(proposal.options)
         stored_text = proposal.text or question_text
-        if proposal.kind and not named[0]:
+        taken = proposal.kind and not named[1] and new and _existing(store, f"{subject}.{proposal.kind}") is not None
+        if proposal.kind and not named[0] and not taken:
             kind = proposal.kind
             if not named[1]:
                 question_id = f"{subject}.{kind}"

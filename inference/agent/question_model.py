@@ -2,7 +2,8 @@
 
 - :meth:`QuestionModel.propose`: the options of a new question, from the kept messages that bear
   on it — the values they name ("Where does Maya live?" and "moved to 7 Harbour Road" → ``7 Harbour
-  Road``), with the question's kind and its text about the subject in the third person;
+  Road``; an option no shown message states is dropped, as the organizer's are), with the
+  question's kind and its text about the subject in the third person;
 - :meth:`QuestionModel.choose`: which of a few tracked questions a question in words asks, or
   none (asked only when search cannot tell them apart: :mod:`.answer`).
 
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 from doxa.data.errors import StoreError
 
 from .llm_http import ORGANIZER_ENV, ChatClient
-from .organizer_schema import parse_reply
+from .organizer_schema import parse_reply, stated_in
 from .untrusted import untrusted
 
 #: At most this many options a proposal keeps (a value question names few values at a time).
@@ -77,11 +78,17 @@ class QuestionModel(ChatClient):
         """The kind, third-person text and options of a new question from ``messages`` (their texts)."""
         lines = [f"Question: {untrusted(question)}", f"About: {untrusted(subject_name)}",
                  "Kept messages (newest first):" if messages else "Kept messages: none"]
-        lines += [f"- <message>{untrusted(m[:MESSAGE_CHARS])}</message>" for m in messages]
+        shown = [m[:MESSAGE_CHARS] for m in messages]
+        lines += [f"- <message>{untrusted(m)}</message>" for m in shown]
         value = self._json(PROPOSE, "\n".join(lines), _check_proposal)
-        options = list(dict.fromkeys(" ".join(str(o).split()) for o in value["options"]))[:MAX_OPTIONS]
+        options = [o for o in dict.fromkeys(" ".join(str(o).split()) for o in value["options"]) if o]
+        if sorted(o.casefold() for o in options) != ["no", "yes"]:
+            # a value is what a message says: one no shown message holds is the model's own (a small
+            # model copies the prompt's "7 Harbour Road"), dropped as the organizer drops it
+            said = [stated_in(m) for m in shown]
+            options = [o for o in options if any(stated(o) for stated in said)]
         return Proposal(kind=_kind(str(value.get("kind") or "")), text=" ".join(str(value.get("text") or "").split()),
-                        options=[o for o in options if o])
+                        options=options[:MAX_OPTIONS])
 
     def choose(self, question: str, candidates: list[dict[str, Any]]) -> str | None:
         """The id of the candidate (``{"id", "text", "options"}``) that ``question`` asks, or None."""
