@@ -608,9 +608,11 @@ class OracleLearned:
     hash of their id (not by anything they hold); a question is answered with the parameters fitted
     on the other groups, each of its own questions settled with its gold answer
     (:func:`oracle_settlement`), never its own. A group with no settled question to learn from
-    keeps the defaults (``params`` says which)."""
+    keeps the defaults (``params`` says which). The calibration map is fitted on held-out folds of
+    the training questions, as the nightly job fits it (``FOLDS`` None)."""
 
     FIT = {"max_steps": 300, "min_steps": 150, "n_draws": 40}
+    FOLDS: int | None = None
 
     def __init__(self, records: list[Record], folds: int = 5, seed: int = 0) -> None:
         self.records, self.folds, self.seed = records, folds, seed
@@ -643,7 +645,7 @@ class OracleLearned:
             memory.ingest(records)
             at = last + timedelta(seconds=1)  # the store's clock is naive UTC
             at = at.astimezone(timezone.utc).replace(tzinfo=None) if at.tzinfo else at
-            return train(memory.store, at=at, fit_options=self.FIT, folds=0,
+            return train(memory.store, at=at, fit_options=self.FIT, folds=self.FOLDS,
                          progress=False, seed=self.seed).document
         except NothingToFit:
             return None
