@@ -258,6 +258,9 @@ def test_proposed_options_no_shown_message_states_are_dropped(jobs, env):
     with FakeChatServer({"teacher": "teacher", "nurse": "nurse"}, organizer=script) as server:
         model = clients(server)["model"]
         kept = ["My job: nurse at St Mary's.", "I am a teacher at Hillside now."]
-        assert model.propose("What is my job?", "me", kept).options == ["teacher", "Nurse"]
+        mine = model.propose("What is my job?", "me", kept)
+        assert mine.options == ["teacher", "Nurse"] and mine.kind == "job"
         made_up.update(options=["yes", "no"])
         assert model.propose("Do I like my job?", "me", kept).options == ["yes", "no"]
+        # "job" is the prompt's own example: for a question that names no job it is a copy, not a kind
+        assert model.propose("How long have I used Zillow?", "me", kept).kind == ""

@@ -31,11 +31,15 @@ MAX_OPTIONS = 8
 #: At most this many characters of one message shown when options are proposed.
 MESSAGE_CHARS = 400
 
+#: The kinds the proposal prompt gives as examples: one the model returns for a question none of whose
+#: words it names is the prompt's, copied (a small model calls every question "job"), not the question's.
+EXAMPLE_KINDS = ("job", "home_city", "wake_time")
+
 PROPOSE = """You help an assistant's memory track a question. You are shown a question asked in words, \
 whom it is about, and kept messages that may bear on it. Name the possible answers.
 
 Reply with one JSON object and nothing else: {"kind": ..., "text": ..., "options": [...]}
-  "kind": a short snake_case name of what is asked ("job", "home_city", "wake_time")
+  "kind": a short snake_case name of what is asked (""" + ", ".join(f'"{k}"' for k in EXAMPLE_KINDS) + """)
   "text": the question about that subject in the third person ("Where does Maya work?"; for the
           user, "the user": "What is the user's job?")
   "options": every answer the messages name (short: "nurse", "7 Harbour Road"), most recent first;
@@ -87,8 +91,10 @@ class QuestionModel(ChatClient):
             # model copies the prompt's "7 Harbour Road"), dropped as the organizer drops it
             said = [stated_in(m) for m in shown]
             options = [o for o in options if any(stated(o) for stated in said)]
-        return Proposal(kind=_kind(str(value.get("kind") or "")), text=" ".join(str(value.get("text") or "").split()),
-                        options=options[:MAX_OPTIONS])
+        kind = _kind(str(value.get("kind") or ""))
+        if kind in EXAMPLE_KINDS and not set(kind.split("_")) & set(_kind(question).split("_")):
+            kind = ""  # the example copied: the caller takes the kind from the question's own words
+        return Proposal(kind=kind, text=" ".join(str(value.get("text") or "").split()), options=options[:MAX_OPTIONS])
 
     def choose(self, question: str, candidates: list[dict[str, Any]]) -> str | None:
         """The id of the candidate (``{"id", "text", "options"}``) that ``question`` asks, or None."""
