@@ -55,6 +55,11 @@ the value the system named (0 when it named none) against whether that value is 
 (:mod:`doxa.inference.learn.metrics`), and a risk–coverage plot. Cost: model calls, prompt and
 completion tokens (the server's ``usage``), seconds, per question and per user turn.
 
+Goals (:func:`goals`): the issue's bars for doxa against the best other model system on the same
+run — knowledge-update accuracy, acc@50% 15 points above acc@100%, the lowest AURC, 2 of 3
+``_abs`` abstained on, single-session-user within 3 points, doxa-lazy at least rag's accuracy
+with no model call at ingest — each printed as met or missed.
+
 Results: ``--out`` (report.md, results.json, risk_coverage.png); ``--json`` prints one object
 whose ``rows`` hold one entry per (system, LongMemEval ``question_type``). Progress on stderr.
 """
@@ -809,7 +814,7 @@ def summarise(results: list[dict[str, Any]], group: Callable[[dict], tuple]) -> 
                "unscorable": len(items) - len(scored),
                "accuracy": _mean([r["correct"] for r in scored]),
                "f1": _mean([r["f1"] for r in answerable]),
-               "abstain_correct": _mean([r["abstained"] for r in absent]),
+               "abstain_correct": _mean([r["abstained"] for r in absent]), "n_abs": len(absent),
                "false_abstain": _mean([r["abstained"] for r in answerable]),
                "errors": sum(r["error"] is not None for r in items),
                "truncated": sum(bool(r["truncated"]) for r in items),
@@ -830,6 +835,58 @@ def summarise(results: list[dict[str, Any]], group: Callable[[dict], tuple]) -> 
         rows.append({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()})
     rows.sort(key=lambda r: (r["category"], ALL_SYSTEMS.index(r["system"]) if r["system"] in ALL_SYSTEMS else 99))
     return rows
+
+
+KNOWLEDGE_UPDATE, SINGLE_SESSION = "knowledge-update", "single-session-user"
+#: doxa's own variants: "the best other system" is the best of the rest on the same model
+DOXA_SYSTEMS = ("doxa", "doxa-lazy")
+
+
+def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The benchmark's goals for doxa (issue 37), each met or missed, from the (system, category)
+    rows of this run; a goal whose systems or category the run lacks is left out. "Other" systems
+    are the model baselines (not doxa's variants, not the oracle rows)."""
+    at = {(r["system"], r["category"]): r for r in rows}
+
+    def best_other(category: str, key: str, pick=max) -> tuple[str, float] | None:
+        found = [(s, r[key]) for (s, c), r in at.items() if c == category and s in MODEL_SYSTEMS
+                 and s not in DOXA_SYSTEMS and r[key] is not None]
+        return pick(found, key=lambda item: item[1]) if found else None
+
+    out: list[dict[str, Any]] = []
+
+    def goal(text: str, value: float, against: str, met: bool) -> None:
+        out.append({"goal": text, "doxa": round(value, 4), "against": against, "met": bool(met)})
+
+    ku = at.get(("doxa", KNOWLEDGE_UPDATE))
+    if ku is not None:
+        best = best_other(KNOWLEDGE_UPDATE, "accuracy")
+        if best is not None and ku["accuracy"] is not None:
+            goal("knowledge-update: doxa's accuracy at least the best other system's", ku["accuracy"],
+                 f"{best[0]} {best[1]:.2f}", ku["accuracy"] >= best[1])
+        if ku["acc_at_50"] is not None and ku["acc_at_100"] is not None:
+            goal("knowledge-update: doxa's accuracy at 50% coverage at least 15 points above its accuracy at 100%",
+                 ku["acc_at_50"], f"acc@100% {ku['acc_at_100']:.2f}", ku["acc_at_50"] >= ku["acc_at_100"] + 0.15)
+        lowest = best_other(KNOWLEDGE_UPDATE, "aurc", pick=min)
+        if lowest is not None and ku["aurc"] is not None:
+            goal("knowledge-update: doxa's AURC the lowest of all systems", ku["aurc"],
+                 f"{lowest[0]} {lowest[1]:.3f}", ku["aurc"] <= lowest[1])
+        if ku["n_abs"]:
+            abstained = round(ku["abstain_correct"] * ku["n_abs"])
+            goal("knowledge-update: at least 2 of 3 `_abs` questions abstained on", abstained / ku["n_abs"],
+                 f"{abstained} of {ku['n_abs']}", abstained * 3 >= 2 * ku["n_abs"])
+    ssu = at.get(("doxa", SINGLE_SESSION))
+    best = best_other(SINGLE_SESSION, "accuracy")
+    if ssu is not None and best is not None and ssu["accuracy"] is not None:
+        goal("single-session-user: doxa within 3 points of the best", ssu["accuracy"], f"{best[0]} {best[1]:.2f}",
+             ssu["accuracy"] >= best[1] - 0.03)
+    for (system, category), lazy in sorted(at.items()):
+        rag = at.get(("rag", category))
+        if system == "doxa-lazy" and category != "all" and rag is not None and lazy["accuracy"] is not None:
+            goal(f"{category}: doxa-lazy at least as accurate as rag, with no model call at ingest",
+                 lazy["accuracy"], f"rag {rag['accuracy']:.2f}; ingest calls {lazy['ingest_calls']:.1f}",
+                 lazy["accuracy"] >= rag["accuracy"] and lazy["ingest_calls"] == 0)
+    return out
 
 
 # ----------------------------------------------------------------------------- the report
@@ -872,6 +929,10 @@ def markdown(report: dict[str, Any]) -> str:
     lines += ["Accuracy: the normalised gold answer contained in the answer (abstaining is right on `_abs` "
               "questions, wrong elsewhere). Confidence figures: every question with the confidence of the value "
               "named (0 when none) against whether it is right. Cost: per question (q) and per user turn.", ""]
+    if report.get("goals"):
+        lines += ["## Goals", "", "| goal | doxa | against | |", "|---|---|---|---|"]
+        lines += [f"| {g['goal']} | {g['doxa']:.2f} | {g['against']} | {'met' if g['met'] else 'missed'} |"
+                  for g in report["goals"]] + [""]
     if report.get("plots"):
         lines += [f"![{p}]({p})" for p in report["plots"]] + [""]
     return "\n".join(lines)
@@ -988,6 +1049,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": summarise(results, lambda r: (r["system"], r["category"])),
         "totals": summarise(results, lambda r: (r["system"],)),
     }
+    report["goals"] = goals(report["rows"])
     report["plots"] = plot(results, out)
     (out / "results.json").write_text(json.dumps({**report, "results": results}, indent=1, default=str))
     (out / "report.md").write_text(markdown(report) + "\n")

@@ -324,3 +324,32 @@ def test_a_run_goes_on_with_resume_and_never_overwrites_answers(bench, capsys, t
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == len((tmp_path / "fresh" / "results.jsonl").read_text().splitlines())
     assert all(json.loads(line).get("commit") for line in lines[1:])  # each new answer says what code ran
+
+
+def test_goals_are_judged_from_the_rows_by_hand(bench):
+    def row(system, category, **values):
+        base = {"system": system, "category": category, "accuracy": None, "acc_at_50": None, "acc_at_100": None,
+                "aurc": None, "n_abs": 0, "abstain_correct": None, "ingest_calls": 0.0}
+        return {**base, **values}
+
+    ku, ssu = bench.KNOWLEDGE_UPDATE, bench.SINGLE_SESSION
+    rows = [row("doxa", ku, accuracy=0.50, acc_at_50=0.90, acc_at_100=0.70, aurc=0.10, n_abs=3, abstain_correct=2 / 3),
+            row("full-user", ku, accuracy=0.55, aurc=0.20), row("rag", ku, accuracy=0.40, aurc=0.08),
+            row("doxa-oracle-reader", ku, accuracy=0.99, aurc=0.01),  # an oracle row is nobody's rival
+            row("doxa", ssu, accuracy=0.80), row("full-context", ssu, accuracy=0.82),
+            row("doxa-lazy", ku, accuracy=0.45, ingest_calls=0.0),
+            row("doxa-lazy", ssu, accuracy=0.90, ingest_calls=0.5), row("rag", ssu, accuracy=0.70)]
+    judged = [(g["goal"], g["met"], g["against"]) for g in bench.goals(rows)]
+    assert judged == [
+        ("knowledge-update: doxa's accuracy at least the best other system's", False, "full-user 0.55"),
+        ("knowledge-update: doxa's accuracy at 50% coverage at least 15 points above its accuracy at 100%", True,
+         "acc@100% 0.70"),
+        ("knowledge-update: doxa's AURC the lowest of all systems", False, "rag 0.080"),
+        ("knowledge-update: at least 2 of 3 `_abs` questions abstained on", True, "2 of 3"),
+        ("single-session-user: doxa within 3 points of the best", True, "full-context 0.82"),
+        ("knowledge-update: doxa-lazy at least as accurate as rag, with no model call at ingest", True,
+         "rag 0.40; ingest calls 0.0"),
+        ("single-session-user: doxa-lazy at least as accurate as rag, with no model call at ingest", False,
+         "rag 0.70; ingest calls 0.5"),
+    ]
+    assert bench.goals([row("rag", ku, accuracy=0.4)]) == []  # no doxa row: nothing to judge
