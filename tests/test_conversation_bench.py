@@ -353,3 +353,17 @@ def test_goals_are_judged_from_the_rows_by_hand(bench):
          "rag 0.70; ingest calls 0.5"),
     ]
     assert bench.goals([row("rag", ku, accuracy=0.4)]) == []  # no doxa row: nothing to judge
+
+
+def test_the_fit_diagnosis_compares_the_fitted_half_life_with_others(capsys):
+    """bench/conversation_fit.py: one fit on the settled oracle stores, then the settled answers'
+    log-likelihood under the fitted half-life and the ones asked for (the tiny fixture, few steps)."""
+    for conversation_fit in loaded("conversation_fit.py", "conversation_fit_bench"):
+        assert conversation_fit.main(["--data", str(TINY), "--steps", "20", "--half-lives", "2,200", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["fitted"] for r in result["rows"]] == [True, False, False]
+    assert [r["half_life_days"] for r in result["rows"][1:]] == [2.0, 200.0]
+    for r in result["rows"]:  # two questions settle: the current gym time and the sister's city
+        assert set(r["log_likelihood"]) == {"knowledge-update", "single-session-user", "all"}
+        assert all(v <= 0 for v in r["log_likelihood"].values())
+    assert 0 < result["trust_person_self_chat"] < 1 and result["half_life_days"] > 0
