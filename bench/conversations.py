@@ -183,10 +183,9 @@ def load_records(path: str | Path) -> list[Record]:
 
 
 def spread(records: list[Record], limit: int | None) -> list[Record]:
-    """The first ``limit`` records taken in turn from each category (in the data's order), so a
-    small run still covers every category."""
-    if not limit or limit >= len(records):
-        return list(records)
+    """The first ``limit`` records (all: None) taken in turn from each category (in the data's
+    order), so a small run, or a long one stopped part-way, still covers every category."""
+    limit = len(records) if limit is None else min(limit, len(records))
     queues: dict[str, list[Record]] = {}
     for r in records:
         queues.setdefault(r.category, []).append(r)
@@ -982,7 +981,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(ALL_SYSTEMS)} (default: all the reader mode allows)")
     parser.add_argument("--reader", choices=("model", "oracle"), default="model",
                         help="oracle: no model at all, only doxa-oracle-reader and latest-oracle")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many questions, taken across categories")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="at most this many questions, taken across categories (0 with --resume: ask nothing, "
+                             "report what --out holds)")
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first N of that order (run a long benchmark in parts)")
     parser.add_argument("--k", type=int, default=5, help="user turns rag retrieves (default 5)")
@@ -1007,7 +1008,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(s in MODEL_SYSTEMS for s in systems) and not args.url:
         parser.error("the model systems need --url (or $DOXA_READER_URL): an OpenAI-compatible base URL")
 
-    records = spread(load_records(args.data), args.skip + args.limit if args.limit else None)[args.skip:]
+    records = spread(load_records(args.data), args.skip + args.limit if args.limit is not None else None)[args.skip:]
     say = (lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(args.out)
     settings = {"data": str(Path(args.data).resolve()), "reader": args.reader, "model": args.model, "k": args.k, "context_tokens": args.context_tokens,

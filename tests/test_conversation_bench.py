@@ -84,6 +84,11 @@ def test_records_load_from_a_folder_a_list_file_and_spread_over_categories(bench
     assert sorted(r.id for r in records) == ["tiny_gym", "tiny_gym_abs", "tiny_gym_prev", "tiny_sister"]
     assert [r.id for r in bench.load_records(TINY / "2_tiny_gym.json")] == ["tiny_gym", "tiny_gym_prev"]
     assert {r.category for r in bench.spread(records, 2)} == {"knowledge-update", "single-session-user"}
+    # the whole run goes in that order too, so one stopped part-way has every category
+    whole = bench.spread(records, None)
+    assert sorted(r.id for r in whole) == sorted(r.id for r in records)
+    assert {whole[0].category, whole[1].category} == {"knowledge-update", "single-session-user"}
+    assert bench.spread(records, 0) == []
     gym = next(r for r in records if r.id == "tiny_gym")
     # a turn is dated by its session, plus its index in seconds (the order within a session)
     assert [t.at.isoformat() for t in gym.user_turns[:2]] == ["2023-03-02T18:40:00+00:00", "2023-03-02T18:40:02+00:00"]
@@ -324,6 +329,10 @@ def test_a_run_goes_on_with_resume_and_never_overwrites_answers(bench, capsys, t
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == len((tmp_path / "fresh" / "results.jsonl").read_text().splitlines())
     assert all(json.loads(line).get("commit") for line in lines[1:])  # each new answer says what code ran
+    # --limit 0 asks nothing: the report of what the folder holds, mid-run or after
+    report_only = run_json(bench, capsys, "--reader", "oracle", *both, "--resume", "--limit", "0",
+                           "--out", str(tmp_path))
+    assert report_only["rows"] == whole["rows"] and (tmp_path / "results.jsonl").read_text().splitlines() == lines
 
 
 def test_goals_are_judged_from_the_rows_by_hand(bench):
