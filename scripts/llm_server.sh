@@ -6,9 +6,11 @@
 #   Environment: DOXA_LLM_CACHE (default ~/.cache/doxa-llm), LLM_THREADS (default 2),
 #   LLM_CTX (default 2048), LLM_NICE (default 10: the machine is shared),
 #   LLM_WAIT_S (default 300: how long to wait for the first answer),
-#   LLM_PROMPT_CACHE (default 1: keep the evaluated state of recent prompts in memory, so a
-#   fixed prompt head shared by calls that alternate — organizer, reader, answer — is read
-#   once, not once per call; 0 keeps only the last prompt's, llama-cpp-python's default),
+#   LLM_PROMPT_CACHE (default 0: llama-cpp-python keeps only the last prompt's state; 1 keeps
+#   the states of recent prompts in memory, so a fixed prompt head shared by calls that
+#   alternate — organizer, reader, answer — is read once, not once per call: 15 s → 2 s for an
+#   800-token head; but each call then saves its state, logits included, which cost 3–11 s a
+#   call in a run of the organizer alone: docs/measurements/2026-12-conversations.md),
 #   LLM_PROMPT_CACHE_MB (default 60: the cache's budget as llama-cpp-python counts it, the
 #   attention state alone, about 28 kB a token here; with --logits_all each kept prompt also
 #   holds the logits of the whole context, n_ctx × 151,936 floats = 2.5 GB at 4096, which it
@@ -43,7 +45,7 @@ fi
 mkdir -p "$(dirname "$LOG")"
 # --logits_all True: /v1/completions only returns logprobs with it
 CACHE_ARGS=()
-[ "${LLM_PROMPT_CACHE:-1}" = 1 ] && CACHE_ARGS=(--cache True --cache_type ram
+[ "${LLM_PROMPT_CACHE:-0}" = 1 ] && CACHE_ARGS=(--cache True --cache_type ram
                                           --cache_size $(( ${LLM_PROMPT_CACHE_MB:-60} * 1000000 )))
 nice -n "${LLM_NICE:-10}" "$VPY" -m llama_cpp.server \
     --model "$MODEL_FILE" --host 127.0.0.1 --port "$PORT" \
