@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     learned = bench.OracleLearned(records)
     learned.FIT = {**learned.FIT, "max_steps": args.steps, "min_steps": min(150, args.steps)}
     learned.FOLDS = 0  # the calibration map is left out of every comparison below
-    fitted = learned._fit(records)
+    fitted = learned.fit(records)
     if fitted is None:
         parser.error("no question of --data has a settled answer to learn from")
     kind = fitted["kinds"]["asked"]

@@ -628,10 +628,12 @@ class OracleLearned:
     def params_for(self, record: Record) -> dict[str, Any] | None:
         fold = self.fold(record)
         if fold not in self.documents:
-            self.documents[fold] = self._fit([r for r in self.records if self.fold(r) != fold])
+            self.documents[fold] = self.fit([r for r in self.records if self.fold(r) != fold])
         return self.documents[fold]
 
-    def _fit(self, training: list[Record]) -> dict[str, Any] | None:
+    def fit(self, training: list[Record]) -> dict[str, Any] | None:
+        """The nightly job on ``training``, each question settled (:func:`oracle_settlement`): its
+        parameter document, or None when nothing there is settled."""
         import doxa
         from doxa.inference.learn.fit import NothingToFit
         from doxa.inference.learn.train import train

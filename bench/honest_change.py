@@ -328,10 +328,10 @@ def main(argv: list[str] | None = None) -> int:
                                                               if node not in leaves}}}
         systems.append(Scored("doxa-learned, true layer trust", layered))
         told = {m for report in world.change_reports for m in report.messages}
+        of_a_report = {"source": lambda r: r["id"] in reporters, "message": lambda r: r["id"] in told,
+                       "reading": lambda r: r["message"] in told}
         quiet = Store.memory()
-        quiet.ingest_records([r for r in world.records if not (r.get("type") == "source" and r.get("id") in reporters)
-                              and not (r.get("type") in ("message", "reading")
-                                       and (r.get("id") if r.get("type") == "message" else r.get("message")) in told)])
+        quiet.ingest_records([r for r in world.records if not of_a_report.get(r["type"], lambda r: False)(r)])
         unreported = trained_params(quiet, world.epoch_day(world.end_day), args.train_steps, args.seed, reporters)
         systems.append(Scored("doxa-learned, fit without the reports", unreported))
     honest = follow_counts(world, evidence, systems, args.cap, args.reporters)

@@ -142,14 +142,14 @@ def test_the_learned_oracle_settles_the_other_questions_and_never_its_own(bench,
         assert bench.oracle_settlement(records[other], *bench.oracle_records(records[other])[1:]) is None
 
     trained: dict[int, set[str]] = {}
-    real_fit = bench.OracleLearned._fit
+    real_fit = bench.OracleLearned.fit
 
     def spy(self, training):
         fold = {self.fold(r) for r in self.records} - {self.fold(r) for r in training}
         trained[fold.pop()] = {r.id for r in training}
         return real_fit(self, training)
 
-    monkeypatch.setattr(bench.OracleLearned, "_fit", spy)
+    monkeypatch.setattr(bench.OracleLearned, "fit", spy)
     monkeypatch.setattr(bench.OracleLearned, "FIT", {"max_steps": 20, "min_steps": 10, "n_draws": 8})
     report = run_json(bench, capsys, "--reader", "oracle", "--systems", "doxa-oracle-learned", "--out", str(tmp_path))
     results = by_id(json.loads((tmp_path / "results.json").read_text()), "doxa-oracle-learned")
