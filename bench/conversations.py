@@ -34,9 +34,12 @@ overwritten:
   which stored fact each replaces (ADD / UPDATE: the newest wins), then the answer from the facts;
 - ``doxa-oracle-reader``: doxa with no model: the question is tracked as an open question of the
   user, each ``has_answer`` turn is a value of its own, read from the annotation as naming its own
-  value (:data:`ORACLE_OWN`); the answer is the chosen turn, right when its text contains the gold
-  answer; questions whose gold no turn contains are counted apart (``unscorable``). Earlier-value
-  questions are answered from history by ``answer``'s word rule;
+  value (:data:`ORACLE_OWN`), and a turn after another one on an earlier day as reporting a change
+  (``changed`` 1: LongMemEval's knowledge updates are updates by construction, so a perfect reader
+  would read the later turn as one; docs/design.md §2, reported changes); the answer is the chosen
+  turn, right when its text contains the gold answer; questions whose gold no turn contains are
+  counted apart (``unscorable``). Earlier-value questions are answered from history by
+  ``answer``'s word rule;
 - ``doxa-oracle-learned``: the same, read under the parameters the nightly job fits from the
   other questions' answers (:class:`OracleLearned`: cross-fitted, each question's own answer never
   used for it);
@@ -572,7 +575,7 @@ def oracle_records(record: Record, tag: str = "") -> tuple[list[dict[str, Any]],
 
     turns = record.user_turns
     option = {f"turn {t.session} {t.index}": t for t in record.user_turns if t.has_answer}  # a value per turn
-    ids = {id(t): f"m{tag}{n}" for n, t in enumerate(turns)}
+    ids = {id(t): f"m{tag}.{n}" for n, t in enumerate(turns)}  # "." keeps tag 2, turn 10 apart from tag 21, turn 0
     user, chat = f"{USER_ID}{tag}", f"chat{tag}"
     qid = f"{user}.asked"
     records: list[dict[str, Any]] = [{**USER_SUBJECT, "id": user},
@@ -582,11 +585,13 @@ def oracle_records(record: Record, tag: str = "") -> tuple[list[dict[str, Any]],
     records.append({"type": "question", "id": qid, "subject": user, "kind": "asked", "text": record.question,
                     "shape": "choice", "open": True, "options": list(option)})
     rest = (1.0 - ORACLE_OWN) / 2  # half to the other values, half to "unclear"
+    first_day = min((t.at.date() for t in option.values()), default=None)
     for name, t in option.items():
         others = [o for o in option if o != name]
         probs = {name: ORACLE_OWN, **{o: rest / len(others) for o in others}}
         records.append({"type": "reading", "message": ids[id(t)], "question": qid, "reader": "annotation",
-                        "probs": probs, "unclear": 1.0 - sum(probs.values()), "unrelated": 0.0, "one_off": 0.0})
+                        "probs": probs, "unclear": 1.0 - sum(probs.values()), "unrelated": 0.0, "one_off": 0.0,
+                        **({"changed": 1.0} if t.at.date() > first_day else {})})
     return records, option, qid
 
 

@@ -192,6 +192,9 @@ class Evidence:
     #: was written, or left out of it); their ``probs`` column holds the reading's ``unlisted`` mass,
     #: and :func:`named_states` excludes them from the reading's own total. None: none (closed questions).
     unnamed: np.ndarray | None = None
+    #: (N,) how surely each reading's message reports that the answer changed (docs/design.md §2,
+    #: "Reported changes"); None: no reading reports one
+    changed: np.ndarray | None = None
 
     # Per-row views, for code that prefers them (vectorised gathers, no Python loop).
     @property
@@ -236,6 +239,12 @@ def open_readings(probs: np.ndarray, q: np.ndarray, questions: QuestionTable, un
     probs[last] = np.broadcast_to(unlisted[:, None], probs.shape)[last]
     probs[unnamed] = np.broadcast_to(unlisted[:, None], probs.shape)[unnamed]
     return unnamed
+
+
+def reported_changes(changed: np.ndarray) -> np.ndarray | None:
+    """A reading column of ``changed`` as :class:`Evidence` keeps it: None where none reports a change."""
+    changed = np.asarray(changed, dtype=np.float64)
+    return changed if len(changed) and bool((changed > 0).any()) else None
 
 
 def named_states(evidence: "Evidence") -> np.ndarray:

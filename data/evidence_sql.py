@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .evidence import HISTORY_SQL, Evidence, SourceTable, open_readings
+from .evidence import HISTORY_SQL, Evidence, SourceTable, open_readings, reported_changes
 from .times import FAR_FUTURE, to_days
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ READINGS_SQL = """
 WITH qs AS (SELECT id, (row_number() OVER (ORDER BY id) - 1)::INTEGER AS qi FROM questions WHERE status = 'active')
 SELECT qs.qi, epoch_us(r.sent_at) AS t_us, hash(r.source) AS sh, hash(r.reader) AS rh,
        hash(r.question, r.fp) AS unit, hash(r.message) & ~65535::UBIGINT AS mh,
-       r.unclear, r.unrelated, r.one_off, r.unlisted, len(r.probs) AS n_listed, {prob_cols} {message_col}
+       r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed, len(r.probs) AS n_listed, {prob_cols} {message_col}
 FROM readings r JOIN qs ON qs.id = r.question
 WHERE r.counts AND r.sent_at <= ?
 """
@@ -37,7 +37,7 @@ WHERE r.counts AND r.sent_at <= ?
 FEW_READINGS_SQL = """
 SELECT r.question, epoch_us(r.sent_at) AS t_us, r.source, s.path, coalesce(s.trust, 'NaN'::DOUBLE) AS trust,
        r.reader, hash(r.question, r.fp) AS unit, hash(r.message) & ~65535::UBIGINT AS mh,
-       r.unclear, r.unrelated, r.one_off, r.unlisted, len(r.probs) AS n_listed, {prob_cols} {message_col}
+       r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed, len(r.probs) AS n_listed, {prob_cols} {message_col}
 FROM readings r JOIN sources s ON s.id = r.source {message_join}
 WHERE r.counts AND r.sent_at <= ? AND {scope}
 """
@@ -242,6 +242,7 @@ def _load(store: "Session", at: datetime | None, question_ids: list[str] | None,
         unclear=_take(cols["unclear"], keep, np.float64),
         unrelated=_take(cols["unrelated"], keep, np.float64),
         one_off=_take(cols["one_off"], keep, np.float64),
+        changed=reported_changes(_take(cols["changed"], keep, np.float64)),
         unnamed=unnamed,
         source_index=source_index,
         reader_index=reader_index,
@@ -270,7 +271,7 @@ def explain_rows(store: "Session", question_id: str, at: datetime | None) -> lis
     cutoff = at or FAR_FUTURE
     rows = store.execute(
         """WITH all_r AS (
-               SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off, r.unlisted,
+               SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed,
                       m.sent_at, m.text, m.source, m.fingerprint, s.path, s.trust, s.is_assistant,
                       first_value(m.id) OVER (PARTITION BY m.fingerprint
                           ORDER BY m.sent_at, hash(m.id) & ~65535::UBIGINT, r.reader) AS canonical,
@@ -279,14 +280,14 @@ def explain_rows(store: "Session", question_id: str, at: datetime | None) -> lis
                WHERE r.question = ? AND NOT s.is_assistant AND m.sent_at <= ?
            ),
            assistant AS (
-               SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off, r.unlisted,
+               SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed,
                       m.sent_at, m.text, m.source, m.fingerprint, s.path, s.trust, s.is_assistant,
                       NULL AS canonical, 1 AS copy_rank
                FROM readings r JOIN messages m ON m.id = r.message JOIN sources s ON s.id = m.source
                WHERE r.question = ? AND s.is_assistant
            ),
            later AS (
-               SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off, r.unlisted,
+               SELECT r.message, r.reader, r.probs, r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed,
                       m.sent_at, m.text, m.source, m.fingerprint, s.path, s.trust, s.is_assistant,
                       NULL AS canonical, 0 AS copy_rank
                FROM readings r JOIN messages m ON m.id = r.message JOIN sources s ON s.id = m.source
@@ -296,7 +297,8 @@ def explain_rows(store: "Session", question_id: str, at: datetime | None) -> lis
            ORDER BY sent_at, message""",
         [question_id, cutoff, question_id, question_id, cutoff],
     ).fetchall()
-    keys = ("message", "reader", "probs", "unclear", "unrelated", "one_off", "unlisted", "sent_at", "text", "source",
+    keys = ("message", "reader", "probs", "unclear", "unrelated", "one_off", "unlisted", "changed", "sent_at", "text",
+            "source",
             "fingerprint", "path", "stated_trust", "is_assistant", "canonical", "copy_rank")
     out = []
     for row in rows:

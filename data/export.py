@@ -266,12 +266,14 @@ def export(store: "Session", out: TextIO, selection: Selection = Selection()) ->
                            'received_at', {_t('m.received_at')}, 'text', m.text)::VARCHAR
         FROM messages m WHERE {messages} ORDER BY m.sent_at, m.id""", p)
     w.query(con, "reading", f"""
-        SELECT json_object('type', 'reading', 'message', r.message, 'question', r.question, 'reader', r.reader,
-                           'reader_version', r.reader_version,
+        SELECT json_merge_patch(json_object('type', 'reading', 'message', r.message, 'question', r.question,
+                           'reader', r.reader, 'reader_version', r.reader_version,
                            'probs', to_json(map_from_entries(list_filter(
                                 list_zip(q.options[1:len(r.probs)], r.probs), x -> NOT isnan(x[2])))),
                            'unclear', r.unclear, 'unrelated', r.unrelated, 'one_off', r.one_off,
-                           'unlisted', r.unlisted)::VARCHAR
+                           'unlisted', r.unlisted),
+                           -- a reported change only where there is one: the records of readings without stay as they were
+                           CASE WHEN r.changed > 0 THEN json_object('changed', r.changed) ELSE '{{}}'::JSON END)::VARCHAR
         FROM readings r JOIN questions q ON q.id = r.question
         WHERE r.message || {SEP} || r.question || {SEP} || r.reader NOT IN (SELECT unnest($carried::VARCHAR[]))
           AND {f'r.question IN ({about})' if subject is not None else 'true'}

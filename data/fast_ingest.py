@@ -165,7 +165,7 @@ def _kind_sql(f: Field, v: str, t: str, s: str, c: str | None) -> tuple[str, str
             value = f"CASE WHEN {t} = 'VARCHAR' THEN {value} END"  # equal to the time wherever it is a string
         proof = f"({t} = 'VARCHAR' AND {ok(c or value)})"
         return value, (f"({null} OR {proof})" if kind == "time_opt" else proof)
-    if kind == "mass":  # a reading's unclear, unrelated, one_off, unlisted: a JSON number, 0 when absent
+    if kind == "mass":  # a reading's unclear, unrelated, one_off, unlisted, changed: a JSON number, 0 when absent
         value = f"coalesce(CASE WHEN {t} IN {_NUMBER_TYPES} THEN TRY_CAST({v} AS DOUBLE) END, 0.0)"
         return value, f"({absent} OR {t} IN {_NUMBER_TYPES})"
     if kind in ("number_opt", "int_opt"):  # trust, p_before; params_version, instructions_version: a JSON
@@ -223,7 +223,7 @@ SPECS: dict[str, tuple[Field, ...]] = {
     "reading": (Field("message", "ref"), Field("question", "ref"), Field("reader", "name"),
                 Field("reader_version", "reader_version"), Field("probs", "probs", "probs_json"),
                 Field("unclear", "mass"), Field("unrelated", "mass"), Field("one_off", "mass"),
-                Field("unlisted", "mass")),
+                Field("unlisted", "mass"), Field("changed", "mass")),
     "settlement": (Field("question", "ref"), Field("answer", "ref"), Field("at", "time", "settled_at"),
                    Field("how", "literal", values=models.SETTLEMENT_HOWS),
                    Field("by", "name_default", "settled_by", default="user"), Field("note", "text_opt"),
@@ -554,7 +554,7 @@ _EMPTY_COLUMNS: dict[str, list[tuple[str, str]]] = {
                 ("received_at", "TIMESTAMP"), ("text", "VARCHAR")],
     "reading": [("line", "BIGINT"), ("message", "VARCHAR"), ("question", "VARCHAR"), ("reader", "VARCHAR"),
                 ("reader_version", "VARCHAR"), ("unclear", "DOUBLE"), ("unrelated", "DOUBLE"),
-                ("one_off", "DOUBLE"), ("unlisted", "DOUBLE"), ("probs", "MAP(VARCHAR, DOUBLE)")],
+                ("one_off", "DOUBLE"), ("unlisted", "DOUBLE"), ("changed", "DOUBLE"), ("probs", "MAP(VARCHAR, DOUBLE)")],
     "settlement": [("line", "BIGINT"), ("question", "VARCHAR"), ("answer", "VARCHAR"), ("settled_at", "TIMESTAMP"),
                    ("how", "VARCHAR"), ("settled_by", "VARCHAR"), ("note", "VARCHAR"), ("p_before", "DOUBLE"),
                    ("params_version", "INTEGER")],
@@ -745,7 +745,7 @@ def _check_against_store(con, unique: set[str]) -> None:
     once = _once(unique)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _fi_readings AS
         SELECT {once("reading", "r.message, r.question, r.reader")} r.line, r.message, r.question, r.reader,
-               r.reader_version, r.unclear, r.unrelated, r.one_off,
+               r.reader_version, r.unclear, r.unrelated, r.one_off, r.changed,
                CASE WHEN o.id IS NOT NULL AND len(map_keys(r.probs)) = len(o.options)
                          AND list_sort(map_keys(r.probs)) = list_sort(o.options)
                     THEN list_transform(o.options, lambda x: r.probs[x]) END AS probs
@@ -753,7 +753,7 @@ def _check_against_store(con, unique: set[str]) -> None:
     _first(con, "SELECT min(line) FROM _fi_readings WHERE probs IS NULL", "reading's question or options")
     _first(con, """SELECT min(f.line) FROM _fi_readings f JOIN readings r USING (message, question, reader)
                    WHERE f.probs <> r.probs OR f.unclear <> r.unclear OR f.unrelated <> r.unrelated
-                      OR f.one_off <> r.one_off""", "reading edited")
+                      OR f.one_off <> r.one_off OR f.changed <> r.changed""", "reading edited")
     # settlements: stored ones must agree; one answer per question and instant, file and store together
     _first(con, """SELECT min(f.line) FROM st_settlement f JOIN settlements s USING (question, settled_at, answer)
                    WHERE f.how <> s.how OR f.settled_by <> s.settled_by OR f.note IS DISTINCT FROM s.note""",
@@ -827,9 +827,9 @@ def _write(con, unique: set[str]) -> tuple[dict[str, int], set[str]]:
     # written complete (the message's facts copied on, as complete_readings would): an UPDATE of a
     # million fresh rows costs more than the insert itself
     counts["readings"] = _insert(con, "readings", "message, question, reader, reader_version, probs, unclear, "
-                                                  "unrelated, one_off, sent_at, source, fp, counts",
+                                                  "unrelated, one_off, changed, sent_at, source, fp, counts",
                                  """SELECT r.message, r.question, r.reader, r.reader_version, r.probs, r.unclear,
-                                           r.unrelated, r.one_off, m.sent_at, m.source, hash(m.fingerprint),
+                                           r.unrelated, r.one_off, r.changed, m.sent_at, m.source, hash(m.fingerprint),
                                            NOT s.is_assistant
                                     FROM _fi_new_readings r JOIN messages m ON m.id = r.message
                                     JOIN sources s ON s.id = m.source""", new_only=True)

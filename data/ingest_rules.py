@@ -351,9 +351,10 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
     _at_most_chars("text", MAX_TEXT_CHARS, (("message", "text"), ("question", "text"), ("instruction", "text"),
                                             ("settlement", "note")),
                    fix="shorten it, or split a long message into several"),
-    # a reading's probabilities, unclear, unrelated, one_off and unlisted; the message quotes the number read
-    # (``2.0`` for ``2``), no fix follows it
-    Rule("mass", (("reading", "unclear"), ("reading", "unrelated"), ("reading", "one_off"), ("reading", "unlisted")),
+    # a reading's probabilities, unclear, unrelated, one_off, unlisted and changed; the message quotes the
+    # number read (``2.0`` for ``2``), no fix follows it
+    Rule("mass", (("reading", "unclear"), ("reading", "unrelated"), ("reading", "one_off"), ("reading", "unlisted"),
+                  ("reading", "changed")),
          check=lambda value: value is not None and math.isfinite(value) and 0.0 <= value <= 1.0,
          sql=lambda column: f"({column} BETWEEN 0.0 AND 1.0)",
          message=lambda value: f"must be a number in [0, 1], got {value!r}",

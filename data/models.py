@@ -228,10 +228,15 @@ class ReadingRecord(_Record):
     #: a reading of an open question: the mass on "the message states a value that is not listed"
     #: (then ``probs`` may name only some of the options); 0 on a closed question
     unlisted: Number = 0.0
+    #: how surely the message reports that the answer changed ("now", "moved", "no longer"): a
+    #: probability apart from the masses above; 0 (the default) reports no change, not "unchanged"
+    changed: Number = 0.0
 
     @model_validator(mode="after")
     def _masses(self) -> "ReadingRecord":
         problem = reading_mass_problem(self.probs, self.unclear, self.unrelated, self.one_off, self.unlisted)
+        if problem is None and not MASS.check(self.changed):
+            problem = f"changed {MASS.message(self.changed)}"
         if problem:
             raise ValueError(problem)
         return self

@@ -145,7 +145,8 @@ def _question(con, qid: str) -> dict[str, Any] | None:
 
 
 def insert_readings(con, question: str, rows: list[tuple]) -> None:
-    """rows: (message, reader, reader_version, probs list (NaN: not named), unclear, unrelated, one_off, unlisted)."""
+    """rows: (message, reader, reader_version, probs list (NaN: not named), unclear, unrelated, one_off, unlisted,
+    changed)."""
     if not rows:
         return
     cols = list(zip(*rows))
@@ -154,7 +155,8 @@ def insert_readings(con, question: str, rows: list[tuple]) -> None:
         "reader": pa.array(cols[1], pa.string()), "reader_version": pa.array(cols[2], pa.string()),
         "probs": pa.array([list(map(float, p)) for p in cols[3]], pa.list_(pa.float64())),
         "unclear": pa.array(cols[4], pa.float64()), "unrelated": pa.array(cols[5], pa.float64()),
-        "one_off": pa.array(cols[6], pa.float64()), "unlisted": pa.array(cols[7], pa.float64())}))
+        "one_off": pa.array(cols[6], pa.float64()), "unlisted": pa.array(cols[7], pa.float64()),
+        "changed": pa.array(cols[8], pa.float64())}))
 
 
 class _OpError(Exception):
@@ -421,7 +423,7 @@ class OrganizerWriter(ExtraWriter):
                 effects["readings"] += [[r[0], q.id, r[1]] for r in rows]
             insert_readings(con, q.id, [
                 (r.message, r.reader, r.reader_version, [r.probs.get(o, np.nan) for o in q.options],
-                 r.unclear, r.unrelated, r.one_off, r.unlisted)
+                 r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed)
                 for r in given if (r.message, r.reader) not in carried_keys])
             effects["readings"] += [[r.message, q.id, r.reader] for r in given]
             target = {"id": q.id, "options": q.options}
@@ -574,7 +576,7 @@ def carried_readings(con, question: str, omap: OptionMap, messages: list[str] | 
     width = len(omap.old)
     rows = _rows(con, f"""SELECT message, reader, reader_version,
                                  list_concat(probs, list_transform(range({width} - len(probs)), x -> 'NaN'::DOUBLE)),
-                                 unclear, unrelated, one_off, unlisted
+                                 unclear, unrelated, one_off, unlisted, changed
                           FROM readings WHERE {where} ORDER BY message, reader""", params)
     if not rows:
         return []
@@ -582,7 +584,7 @@ def carried_readings(con, question: str, omap: OptionMap, messages: list[str] | 
     unclear = np.array([r[4] for r in rows], dtype=np.float64)
     unlisted = np.array([r[7] for r in rows], dtype=np.float64)
     new_probs, new_unclear, new_unlisted = omap.carry_all(probs, unclear, unlisted, into_open=into_open)
-    return [(r[0], r[1], r[2], new_probs[i].tolist(), float(new_unclear[i]), r[5], r[6], float(new_unlisted[i]))
+    return [(r[0], r[1], r[2], new_probs[i].tolist(), float(new_unclear[i]), r[5], r[6], float(new_unlisted[i]), r[8])
             for i, r in enumerate(rows)]
 
 

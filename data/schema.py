@@ -19,7 +19,7 @@ from .errors import StoreError
 from .evidence import mark_copies_sql
 from .session import transaction
 
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"
 
 
 def schema_sql() -> str:
@@ -98,6 +98,13 @@ MIGRATIONS: dict[str, tuple[str, str]] = {
     # Version 8: erasures (`doxa forget`, docs/formats.md), the organizer's kept decisions
     # (organizer_decisions) and maintenance's proposals (proposed_ops). The tables come from schema.sql.
     "7": ("8", ""),
+    # Version 9: a reading says how surely its message reports that the answer changed
+    # (docs/design.md §2, "Reported changes"); readings written before report none.
+    "8": ("9", """
+        ALTER TABLE readings ADD COLUMN IF NOT EXISTS changed DOUBLE DEFAULT 0;
+        UPDATE readings SET changed = 0 WHERE changed IS NULL;
+        ALTER TABLE readings ALTER COLUMN changed SET NOT NULL;
+    """),
 }
 
 

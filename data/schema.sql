@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS readings (
     counts         BOOLEAN,            -- false for the assistant's own notes
     is_copy        BOOLEAN,            -- an earlier message has its fingerprint (data/evidence.py mark_copies_sql)
     unlisted       DOUBLE NOT NULL DEFAULT 0,
+    changed        DOUBLE NOT NULL DEFAULT 0,  -- the reader's probability the message reports a change
     PRIMARY KEY (message, question, reader)
 );
 

@@ -283,10 +283,10 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
     reading_keys = [(r.message, r.question, r.reader) for _, r in readings]
     if reading_keys:
         rows = con.execute(
-            """SELECT message, question, reader, probs, unclear, unrelated, one_off, unlisted FROM readings
+            """SELECT message, question, reader, probs, unclear, unrelated, one_off, unlisted, changed FROM readings
                WHERE message IN (SELECT unnest(?::VARCHAR[]))""", [sorted({k[0] for k in reading_keys})]
         ).fetchall()
-        stored_readings = {(m, q, rd): (list(p), u1, u2, o, ul) for m, q, rd, p, u1, u2, o, ul in rows}
+        stored_readings = {(m, q, rd): (list(p), u1, u2, o, ul, ch) for m, q, rd, p, u1, u2, o, ul, ch in rows}
 
     # --- references, line by line --------------------------------------------------------
     def unknown_subject(line: int, sid: str, where: str = "", field_name: str = "subject") -> None:
@@ -360,13 +360,13 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
             # the stored list's end (or NaN), not named either way
             named = {o: p for o, p in zip(opts, old[0]) if not math.isnan(p)}
             if named != {o: float(p) for o, p in r.probs.items()} or old[1:] != (
-                    r.unclear, r.unrelated, r.one_off, r.unlisted):
+                    r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed):
                 problems.add(line, f"a reading of {r.message!r} for {r.question!r} by {r.reader!r} is stored "
                                    "with other values",
                              "readings are never edited; use a new reader name or version")
             continue
         reading_rows.append((r.message, r.question, r.reader, r.reader_version, probs,
-                             r.unclear, r.unrelated, r.one_off, r.unlisted))
+                             r.unclear, r.unrelated, r.one_off, r.unlisted, r.changed))
 
     for kind, items in (("settlement", settlements), ("rejection", rejections)):
         for line, r in items:
@@ -457,7 +457,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, batch: ParsedBatch,
                 "reader_version": list(cols[3]),
                 "probs": pa.array(list(cols[4]), pa.list_(pa.float64())),
                 "unclear": list(cols[5]), "unrelated": list(cols[6]), "one_off": list(cols[7]),
-                "unlisted": pa.array(list(cols[8]), pa.float64())},
+                "unlisted": pa.array(list(cols[8]), pa.float64()), "changed": pa.array(list(cols[9]), pa.float64())},
                 conflict="ON CONFLICT DO NOTHING")
         if settlements:
             counts["settlements"] = _insert(con, "settlements", {

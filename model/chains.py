@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .changes import step_factors
 from .events import LOG_ZERO, EventStream
 from .likelihood import Derived, noise_floor, open_prior
 from .settled_first import UNSETTLED_CAP, cut_gradient, settled_first_weights
@@ -72,11 +73,12 @@ class Chains:
     pair: torch.Tensor  # row in the group's confusion table, -1: one-number form
     trust_weight: torch.Tensor  # weight of the slot in the trust gradient (settled first, see settled_first_weights)
     confusion_weight: torch.Tensor  # the same in the gradient of a confusion matrix (every layer capped)
+    change: torch.Tensor  # k of the slot's reported change (EventStream.change; 0: none, padding, first events)
     n_events: int
     subsample: int | None = None
 
     SLOT_FIELDS = ("dt", "is_reading", "n_options", "leaf", "reader", "mix", "weight", "pair", "trust_weight",
-                   "confusion_weight")
+                   "confusion_weight", "change")
     OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option", "named_by_option")
 
     @property
@@ -309,6 +311,7 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
             pair=torch.as_tensor(grid(pair, -1, np.int64)),
             trust_weight=torch.as_tensor(grid(trust_weight_all[ev], 1.0, np.float64), dtype=dtype),
             confusion_weight=torch.as_tensor(grid(confusion_weight_all[ev], 1.0, np.float64), dtype=dtype),
+            change=torch.as_tensor(grid(stream.change[ev], 0.0, np.float64), dtype=dtype),
             n_events=len(ev),
             subsample=subsample,
         ))
@@ -354,8 +357,16 @@ def chain_log_marginal(chains: Chains, derived: Derived, readings_only: bool = F
     rate = derived.rate[chains.kind][chains.slot_question]
     rho = torch.exp(-rate * chains.dt)  # padding has dt = 0 → identity
     eye = torch.eye(k, dtype=like.dtype)[:, :, None]
-    # A_n = diag(L_n) M_n with M[i, j] = ρ[i=j] + (1-ρ) π_i; stored (K, K, L)
-    a = (like * (1 - rho) * slot_prior)[:, None, :] + eye * (like * rho)[:, None, :]
+    moved = like * (1 - rho) * slot_prior
+    if bool((chains.change > 0).any()):
+        # a reported change weighs the two ways of the step (doxa.model.changes): M[i, j] =
+        # g(same) (ρ + (1-ρ) π_i) for i = j, g(differ) (1-ρ) π_i otherwise
+        trust = derived.trust[chains.leaf] if derived.trust.numel() else torch.ones_like(chains.mix)
+        same, differ = step_factors(chains.change, cut_gradient(trust, chains.trust_weight))
+        a = (moved * differ)[:, None, :] + eye * (moved * (same - differ) + like * rho * same)[:, None, :]
+    else:
+        # A_n = diag(L_n) M_n with M[i, j] = ρ[i=j] + (1-ρ) π_i; stored (K, K, L)
+        a = moved[:, None, :] + eye * (like * rho)[:, None, :]
     products, scales = _TreeProduct.apply(a, chains.size_log2, chains.offset)
     total = (products * prior[None, :, :]).sum(dim=(0, 1))
     return total.clamp_min(1e-38).log() + scales

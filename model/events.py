@@ -8,6 +8,7 @@ import numpy as np
 
 from doxa.data.evidence import Evidence
 
+from .changes import change_weight
 from .independence import independent_share
 from .structure import ModelStructure
 
@@ -38,6 +39,9 @@ class EventStream:
     mix: np.ndarray  # (E,) 1 - weight: the part of a reading that says nothing about the lasting answer
     weight: np.ndarray  # (E,) c (1-u)(1-o), c the reading's independent share (doxa.model.independence)
     clarity: np.ndarray  # (E,) (1-u)(1-o): how clearly a reading states an answer, before any independence discount
+    #: (E,) k of each event's reported change (doxa.model.changes): 0 for settlements, for a question's
+    #: first event and where no change is reported
+    change: np.ndarray
     reading_row: np.ndarray  # (E,) row in the evidence readings, -1 for settlements
     settlement_row: np.ndarray  # (E,) row in the evidence settlements, -1 for readings
     rank: np.ndarray  # (E,) position within the question's events
@@ -77,7 +81,10 @@ class EventStream:
         reader = np.r_[evidence.reader_index.astype(np.int64), np.zeros(n_s, np.int64)]
         logr_all = np.vstack([logr, np.zeros((n_s, k_max))])
         clear = (1 - u) * (1 - o) if n else np.zeros(0)
-        informative = independent_share(evidence) * clear if n else np.zeros(0)
+        share = independent_share(evidence) if n else np.zeros(0)
+        informative = share * clear
+        reported = change_weight(evidence.changed, share, evidence.unrelated, evidence.one_off) if n else None
+        change = np.r_[np.zeros(n) if reported is None else reported, np.zeros(n_s)]
         mix = np.r_[1 - informative, np.zeros(n_s)]
         weight = np.r_[informative, np.ones(n_s)]
         reading_row = np.r_[np.arange(n), np.full(n_s, -1)]
@@ -87,10 +94,11 @@ class EventStream:
         starts = np.r_[0, np.flatnonzero(np.diff(q)) + 1] if len(q) else np.zeros(0, np.int64)
         lengths = np.diff(np.r_[starts, len(q)])
         rank = np.arange(len(q)) - np.repeat(starts, lengths)
+        change = np.where(rank > 0, change[order], 0.0)  # a first event has no earlier answer to differ from
         return cls(q=q, t=t[order], is_settlement=is_settle[order], answer=answer[order], leaf=leaf[order],
                    reader=reader[order], logr=logr_all[order], named=named_all[order], mix=mix[order],
                    weight=weight[order],
-                   clarity=np.r_[clear, np.ones(n_s)][order],
+                   clarity=np.r_[clear, np.ones(n_s)][order], change=change,
                    reading_row=reading_row[order], settlement_row=settlement_row[order], rank=rank,
                    n_questions=len(k_q))
 

@@ -9,6 +9,7 @@ import torch
 
 from doxa.data.evidence import Evidence
 
+from .changes import step_factors
 from .events import EventStream
 from .likelihood import Derived, open_prior, reading_likelihood, trust_confusion_logits
 from .structure import ModelStructure
@@ -79,6 +80,15 @@ def stream_likelihood(stream: EventStream, structure: ModelStructure, derived: D
     return like
 
 
+def change_factors(stream: EventStream, derived: Derived, dtype=torch.float64) -> torch.Tensor | None:
+    """(E, 2) ``g(same), g(differ)`` of every event's reported change under ``derived``'s trust
+    (:mod:`doxa.model.changes`); None where none is reported."""
+    if not (stream.change > 0).any():
+        return None
+    trust = torch.sigmoid(derived.trust_logit.to(dtype)[torch.as_tensor(stream.leaf)])
+    return torch.stack(step_factors(torch.as_tensor(stream.change, dtype=dtype), trust), dim=1)
+
+
 def tempered_readings(stream: EventStream, structure: ModelStructure, derived: Derived) -> np.ndarray:
     """(E, K_max) r̃ of every reading (what the message states, after the reader's temperature); 0 for settlements."""
     k_event = structure.question_k[stream.q]
@@ -92,11 +102,12 @@ def tempered_readings(stream: EventStream, structure: ModelStructure, derived: D
 
 
 def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream, like: torch.Tensor,
-                   at: float | np.ndarray = float("inf")) -> FilterResult:
+                   at: float | np.ndarray = float("inf"), change: torch.Tensor | None = None) -> FilterResult:
     """The sequential filter, all questions at once, one rank (n-th event of each question) per step.
 
     Mirrors :func:`doxa.inference.read.scorer.forward_filter`, and also returns the
     prediction before each event (what the scorer would have said just before it).
+    ``change`` (E, 2): ``g(same), g(differ)`` of each event's reported change (:func:`change_factors`).
     """
     n_q = prior.shape[0]
     belief = prior.clone()
@@ -114,7 +125,11 @@ def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream,
             b = belief[qs]
             if n > 0:
                 rho = torch.exp(-rate[qs] * (t - last_t[qs]).clamp_min(0.0))[:, None]
-                b = rho * b + (1 - rho) * prior[qs]
+                if change is None:
+                    b = rho * b + (1 - rho) * prior[qs]
+                else:  # doxa.model.changes
+                    g, moved = change[idx], (1 - rho) * prior[qs]
+                    b = g[:, :1] * b * (rho + moved) + g[:, 1:] * moved * (1 - b)
             predictive[idx] = b
             ev = like[idx]
             b = b * ev
@@ -144,5 +159,6 @@ def filter_evidence(evidence: Evidence, structure: ModelStructure, derived: Deri
     with torch.no_grad():
         prior, rate = question_inputs(structure, derived)
         like = stream_likelihood(stream, structure, derived)
-        result = forward_filter(prior, rate, stream, like, evidence.at if at is None else at)
+        result = forward_filter(prior, rate, stream, like, evidence.at if at is None else at,
+                                change_factors(stream, derived))
     return result, stream

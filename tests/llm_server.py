@@ -66,13 +66,16 @@ _LETTER_LINE = re.compile(r"^([A-Z])\. (.+)$", re.MULTILINE)
 _MESSAGE = re.compile(r"<message>\n(.*)\n</message>", re.DOTALL)
 _QUOTED_MESSAGE = re.compile(r'^Message: "(.*)"$', re.MULTILINE)
 _BATCH_QUESTION = re.compile(r"^Question (\d+) \(person: [^)]*\): .*$", re.MULTILINE)
-DEFAULT_LABELS = ("unrelated", "lasting")
+DEFAULT_LABELS = ("unrelated", "lasting", "unchanged")
 #: What the reader's prompt calls the answers a rule names by their short name.
 LABEL_WORDING = {"unrelated": "the message says nothing about", "unclear": "the message talks about",
                  "lasting": "how things usually are", "one-off": "one single occasion"}
 #: An open question's extra answer (the reader's "a different answer for X, not listed above"): a
 #: rule naming "unlisted" picks it.
 LABEL_WORDING["unlisted"] = "a different answer for"
+#: The reader's question whether a message says the answer changed: a rule naming "changed" picks its
+#: yes; by default the answer is no ("unchanged": the message does not say it changed).
+LABEL_WORDING.update({"changed": "yes: it says", "unchanged": "no: it does not say"})
 #: Rules naming one of these make the digit after a reading's letter say lasting (1) or one-off (2).
 DIGIT_LABELS = {"lasting": "1", "one-off": "2"}
 

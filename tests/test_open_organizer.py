@@ -73,7 +73,7 @@ def test_a_new_address_extends_the_open_question_instead_of_starting_a_second_on
     assert change.after["5 Oak Lane"] > change.after["12 Elm Street"]
     probs, unlisted, version = mem.store.execute(
         "SELECT probs, unlisted, reader_version FROM readings WHERE message = ?", [second.message]).fetchone()
-    assert len(probs) == 2 and probs[1] > 0.5 > unlisted and version.endswith("-open-1")
+    assert len(probs) == 2 and probs[1] > 0.5 > unlisted and version.endswith("-open-2")
     # the organizer was shown the question as open, and the schema let it name only that one for a value
     prompt = organizer_requests[1]["body"]["messages"][1]["content"]
     assert "- maya.home (about maya, open): Where does Maya live? [12 Elm Street]" in prompt
@@ -127,7 +127,7 @@ def test_a_value_added_while_no_reader_is_configured_is_read_by_doxa_organize_la
     assert done.status == "done" and done.linked == ["maya.home"]
     probs, version = mem.store.execute("SELECT probs, reader_version FROM readings WHERE message = ?",
                                        [pending.message]).fetchone()
-    assert len(probs) == 2 and probs[1] > 0.5 and version.endswith("-open-1")
+    assert len(probs) == 2 and probs[1] > 0.5 and version.endswith("-open-2")
 
 
 def test_a_move_with_no_address_moves_the_belief_to_unlisted(mem):
@@ -256,20 +256,36 @@ def test_a_reading_of_an_open_question_puts_a_move_with_no_address_on_unlisted()
         reader = reader_for(server)
         reading = reader.read("We moved, no address yet", "Where does Maya live?", ["12 Elm Street", "5 Oak Lane"],
                               subject="Maya", open=True)
-        [request] = server.requests_of("reader")
+        request, change = server.requests_of("reader")  # the reading, then whether it says the answer changed
     labels = request["labels"]
+    assert change["labels"] == {"A": "Yes: it says that for Maya this changed or is new",
+                                "B": "No: it does not say that it changed"}
+    assert reading.changed < 0.2  # the scripted model says no: the message does not say it changed
     assert labels["C"] == "A different answer for Maya, not listed above"
     assert labels["D"].startswith("The message talks about this for Maya")
     assert reading.unlisted > 0.5 and reading.unlisted > max(reading.probs.values())
     assert set(reading.probs) == {"12 Elm Street", "5 Oak Lane"} and reading.top == "unlisted"
     assert abs(sum(reading.probs.values()) + reading.unlisted + reading.unclear + reading.unrelated - 1) < 1e-9
-    assert reading.reader_version == reader.version + "-open-1"
+    assert reading.reader_version == reader.version + "-open-2"
     record = reading.to_record("m1", "maya.home")
     assert record["unlisted"] == reading.unlisted
     # the closed prompt's system message comes first, then the open examples: a fixed prefix
     body = request["body"]["messages"]
     assert body[0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert "Omar moved out of 12 Elm Street last week, no new address yet." in body[3]["content"]
+
+
+def test_a_reading_that_says_the_answer_changed_carries_it_and_one_that_states_nothing_is_not_asked():
+    with FakeChatServer({**READER_RULES, "we moved": "changed"}) as server:
+        reader = reader_for(server)
+        moved = reader.read("We moved, no address yet", "Where does Maya live?", ["12 Elm Street"],
+                            subject="Maya", open=True)
+        asked = len(server.requests_of("reader"))
+        nothing = reader.read("Lovely weather today", "Where does Maya live?", ["12 Elm Street"],
+                              subject="Maya", open=True)
+        calls = len(server.requests_of("reader")) - asked
+    assert asked == 2 and moved.changed > 0.8 and moved.to_record("m1", "maya.home")["changed"] == moved.changed
+    assert calls == 1 and nothing.changed == 0.0 and "changed" not in nothing.to_record("m2", "maya.home")
 
 
 def test_an_open_question_with_no_value_yet_is_read_on_unlisted_alone():
@@ -287,11 +303,12 @@ def test_a_batch_reads_closed_questions_together_and_open_ones_with_their_unlist
             ("Where does Maya live?", ["12 Elm Street"], "Maya", True),
             ("Is Maya allergic to peanuts?", ["yes", "no"], "Maya", False)])
         kinds = [r["kind"] for r in server.requests]
-    assert kinds.count("reader-batch") == 1 and kinds.count("reader") == 1
+    # the open one on its own, then whether it says the answer changed (it states an answer)
+    assert kinds.count("reader-batch") == 1 and kinds.count("reader") == 2
     diet, home, allergy = readings
     assert diet.top == "vegetarian" and diet.unlisted is None and diet.reader_version.endswith("-batch-1")
     assert allergy.unlisted is None and set(allergy.probs) == {"yes", "no"}
-    assert home.top == "unlisted" and home.reader_version.endswith("-open-1")
+    assert home.top == "unlisted" and home.reader_version.endswith("-open-2")
 
 
 def test_a_closed_reading_is_unchanged():

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from .llm_http import READER_ENV, ChatClient
 from .reader_prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, OPEN_PROMPT_VERSION, PROMPT_VERSION,
-                             batch_messages, choice_labels, choice_messages, letter_probabilities, one_off_messages,
-                             open_labels, open_messages)
+                             batch_messages, change_messages, choice_labels, choice_messages, letter_probabilities,
+                             one_off_messages, open_labels, open_messages)
 from .reading import Reader, ReaderError, Reading
 
 #: The environment variable of the batch size; URL, model and key are READER_ENV's
@@ -59,6 +59,9 @@ class OpenAIChatReader(ChatClient, Reader):
     """
 
     ask_one_off: bool = True
+    #: an open question's reading that states an answer is asked whether the message says it changed
+    #: (a second call; docs/design.md §2, reported changes)
+    ask_changes: bool = True
     top_logprobs: int = 20
     #: The most questions of one message asked in one prompt by :meth:`read_many`; 1 = one at a time.
     batch: int = 1
@@ -133,6 +136,11 @@ class OpenAIChatReader(ChatClient, Reader):
                 one_off = q["B"]
             else:
                 one_off = digits
+        unlisted = p[letters[len(options)]] if open else None
+        changed = 0.0
+        # a change is worth asking about where the message states an answer: a value, listed or not
+        if open and self.ask_changes and sum(probs.values()) + unlisted >= 0.5:
+            changed = self._letters(self._ask(change_messages(message_text, question_text, subject), 1)[0], "AB")["A"]
         return Reading(
             probs=probs,
             unclear=unclear,
@@ -140,7 +148,8 @@ class OpenAIChatReader(ChatClient, Reader):
             one_off=min(1.0, max(0.0, one_off)),
             reader=self.name,
             reader_version=self.open_version if open else self.version,
-            unlisted=p[letters[len(options)]] if open else None,
+            unlisted=unlisted,
+            changed=min(1.0, max(0.0, changed)),
         )
 
     def read_many(self, message_text: str, questions: Sequence[tuple]) -> list[Reading]:

@@ -182,9 +182,10 @@ def choice_messages(message_text: str, question_text: str, labels: Sequence[str]
 # address yet"). Its answers are the listed values, then one more, *unlisted* ("a different answer,
 # not listed"), then unclear and unrelated, each naming the person. Its worked examples are a fixed
 # block of their own after the same system message, so a closed question's prompt is word for word
-# what it was and keeps its version; an open question's reading carries ``prompt-2-open-1``.
+# what it was and keeps its version; an open question's reading carries ``prompt-2-open-2``.
 
-OPEN_PROMPT_VERSION = "1"
+#: 2: a reading that states an answer is also asked whether the message says it changed (below).
+OPEN_PROMPT_VERSION = "2"
 
 
 def open_labels(options: Sequence[str], subject: str | None) -> list[str]:
@@ -216,6 +217,41 @@ def open_messages(message_text: str, question_text: str, labels: Sequence[str],
                   subject: str | None) -> list[dict[str, str]]:
     """The chat messages of one reading of an open question (``labels``: :func:`open_labels`)."""
     return _conversation(SYSTEM_PROMPT, OPEN_EXAMPLES, choice_text(message_text, question_text, labels, subject))
+
+
+# --------------------------------------------------------------------------- reported changes
+#
+# Whether a message that states an answer of an open question also says the answer changed
+# (docs/design.md §2, "Reported changes"): its own short question, asked only of a reading that
+# states an answer, so the value question above stays word for word what it was. Its yes is the
+# reading's ``changed``. Part of the open reading's wording: OPEN_PROMPT_VERSION counts it.
+
+def change_text(message_text: str, question_text: str, subject: str | None) -> str:
+    who = _one_line(subject or ANYONE)
+    return "\n".join([
+        f"Message: {_quoted(message_text)}", f"Person: {who}", f"Topic: {_one_line(question_text)}",
+        f"Does the message say that this is new or has changed for {who} (now, moved, switched, no longer, "
+        "went up or down to)?",
+        f"A. Yes: it says that for {who} this changed or is new",
+        "B. No: it does not say that it changed",
+        "Answer:",
+    ])
+
+
+#: A change with the new value, a change with none, a value that stayed, a lasting fact told plainly.
+CHANGE_EXAMPLES: tuple[tuple[str, str], ...] = (
+    (change_text("Ines left Acme in May, she works for Globex now.", "Where does Ines work?", "Ines"), "A"),
+    (change_text("Omar moved out of 12 Elm Street last week, no new address yet.", "Where does Omar live?",
+                 "Omar"), "A"),
+    (change_text("Kenji still lives at 7 Harbour Road, next to the station.", "Where does Kenji live?", "Kenji"),
+     "B"),
+    (change_text("Maya runs five kilometres before work every morning.", "How far does Maya run?", "Maya"), "B"),
+)
+
+
+def change_messages(message_text: str, question_text: str, subject: str | None) -> list[dict[str, str]]:
+    """The yes (A) / no (B) question whether the message says the answer changed."""
+    return _conversation(ONE_OFF_SYSTEM_PROMPT, CHANGE_EXAMPLES, change_text(message_text, question_text, subject))
 
 
 def one_off_messages(message_text: str, question_text: str, subject: str | None) -> list[dict[str, str]]:

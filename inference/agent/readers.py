@@ -10,7 +10,7 @@ is the source's trust, learned nightly.
 An *open* question (its options are the values named so far: an address, a job) is read with
 one more answer, ``unlisted`` ("a different answer, not listed"): ``read(…, open=True)`` returns
 a reading whose ``probs + unlisted + unclear + unrelated`` sum to 1, with ``reader_version``
-``prompt-2-open-1`` (:data:`OPEN_PROMPT_VERSION`); a closed question's prompt and version are
+``prompt-2-open-2`` (:data:`OPEN_PROMPT_VERSION`); a closed question's prompt and version are
 unchanged. A reader that reads open questions says so with ``reads_open = True`` (then its
 ``read_many`` takes (text, options, person, open) tuples).
 

@@ -35,7 +35,9 @@ class Reading:
     A reading of an open question (docs/design.md §2) has ``unlisted``, a number: the mass on
     "the message states a value that is not listed"; ``probs`` may then name only some of the
     options (none, when none is listed yet) and ``probs + unlisted + unclear + unrelated`` sums
-    to 1. ``unlisted`` is None on a reading of a closed question.
+    to 1. ``unlisted`` is None on a reading of a closed question. ``changed`` in [0, 1] is the
+    probability that the message reports that the answer changed (docs/design.md §2, reported
+    changes); 0 reports none.
     """
 
     probs: dict[str, float]
@@ -45,9 +47,12 @@ class Reading:
     reader: str = "unknown"
     reader_version: str = ""
     unlisted: float | None = None
+    changed: float = 0.0
 
     def __post_init__(self) -> None:
         problem = _reading_problem(self.probs, self.unclear, self.unrelated, self.one_off, self.unlisted)
+        if problem is None and not 0.0 <= self.changed <= 1.0:
+            problem = f"changed must be a number in [0, 1], got {self.changed!r}"
         if problem:
             raise ValueError(f"invalid reading from reader {self.reader!r}: {problem}")
 
@@ -80,6 +85,8 @@ class Reading:
             record["reader_version"] = self.reader_version
         if self.unlisted is not None:
             record["unlisted"] = self.unlisted
+        if self.changed > 0:
+            record["changed"] = self.changed
         return record
 
 

@@ -76,19 +76,24 @@ class History:
         return asdict(self)
 
 
-def filter_path(prior: np.ndarray, rate: float, t: np.ndarray, like: np.ndarray) -> np.ndarray:
+def filter_path(prior: np.ndarray, rate: float, t: np.ndarray, like: np.ndarray,
+                change: np.ndarray | None = None) -> np.ndarray:
     """(N, K) the filter state after each of one question's N events (sorted by time).
 
     The recursion of :func:`doxa.inference.read.scorer.filter_states`, step for step — decay
-    toward the prior by ``ρ = exp(-λ Δt)``, Bayes with the event's likelihood, restart from the
-    evidence alone where it is impossible under the belief — for one question, keeping every state.
+    toward the prior by ``ρ = exp(-λ Δt)`` (weighed by a reported change's ``g(same), g(differ)``,
+    ``change`` (N, 2)), Bayes with the event's likelihood, restart from the evidence alone where it
+    is impossible under the belief — for one question, keeping every state.
     """
     n = len(t)
     out = np.empty((n, prior.shape[0]))
     b = prior.copy()
     rho = np.exp(-rate * np.maximum(np.diff(t, prepend=t[:1]), 0.0)) if n else np.zeros(0)
     for i in range(n):
-        if i > 0:
+        if i > 0 and change is not None:
+            moved = (1.0 - rho[i]) * prior
+            b = change[i, 0] * b * (rho[i] + moved) + change[i, 1] * moved * (1.0 - b)
+        elif i > 0:
             b *= rho[i]
             b += (1.0 - rho[i]) * prior
         b *= like[i]
@@ -104,12 +109,8 @@ def filter_path(prior: np.ndarray, rate: float, t: np.ndarray, like: np.ndarray)
 def _event_order(evidence) -> np.ndarray:
     """The order :func:`doxa.inference.read.scorer.events` merges readings and settlements in, for
     one question: row i < N is reading i, row N + j settlement j."""
-    t = np.r_[evidence.t, evidence.settle_t]
-    if len(evidence.settle_q) == 0:
-        return np.arange(len(evidence.t))
-    q = np.r_[evidence.q, evidence.settle_q]
-    key = q.astype(np.float64) * 1e6 + (t - (t.min() if len(t) else 0.0))
-    return np.argsort(key, kind="stable")
+    order = scorer.event_order(evidence)
+    return np.arange(len(evidence.t)) if order is None else order
 
 
 def history(store: Store, question_id: str, *, start: datetime | None, end: datetime,
@@ -131,7 +132,7 @@ def history(store: Store, question_id: str, *, start: datetime | None, end: date
     inputs = scorer.model_inputs(evidence, document)
     _, t, like = scorer.events(evidence, inputs.likelihood)
     prior, rate = inputs.prior[0], float(inputs.rate[0])
-    states = filter_path(prior, rate, t, like)
+    states = filter_path(prior, rate, t, like, scorer.event_change(evidence, inputs.change))
 
     # the events, described in the filter's order; then the rejections
     described = _reading_events(evidence, options) + [

@@ -5,7 +5,9 @@ filter over its events in time order::
 
     b ← π_k
     for each event i at time t_i:
-        b ← ρ_i b + (1 - ρ_i) π_k,          ρ_i = exp(-λ_k (t_i - t_{i-1}))   (decay toward the prior)
+        b ← ρ_i b + (1 - ρ_i) π_k,          ρ_i = exp(-λ_k (t_i - t_{i-1}))   (decay toward the prior;
+                                             a reading that reports a change weighs the two ways
+                                             there, doxa.model.changes)
         b ← b ⊙ L_i / Σ_j b_j L_i(j)                                          (Bayes)
     b ← ρ_T b + (1 - ρ_T) π_k,              ρ_T = exp(-λ_k (T - t_last))
     b_j ← 0 for rejected options; renormalise; apply the output calibration map
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from doxa.data.evidence import Evidence, named_states
+from doxa.model import changes
 from doxa.model.independence import independent_share
 
 from .params import (confusion_for_source, kind_change_rate, kind_prior, open_prior, reader_temperature,
@@ -68,6 +71,9 @@ class ModelInputs:
     likelihood: np.ndarray  # (N, K_max) L_i(j), 0 beyond K
     trust: np.ndarray  # (N,) α used per reading (NaN where a confusion matrix was used)
     trust_node: np.ndarray  # (S,) object: the node or rule each source's trust came from
+    #: (N, 2) ``g(same), g(differ)`` of each reading's reported change (:mod:`doxa.model.changes`);
+    #: None: no reading reports one
+    change: np.ndarray | None = None
 
 
 @dataclass
@@ -167,10 +173,14 @@ def model_inputs(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") 
         trust_used[used] = np.nan
     u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)[:, None]
     o = np.clip(evidence.one_off, 0.0, 1.0)[:, None]
-    informative = independent_share(evidence)[:, None] * (1.0 - u) * (1.0 - o)
+    share = independent_share(evidence)
+    informative = share[:, None] * (1.0 - u) * (1.0 - o)
     like = (1.0 - informative) / kk + informative * bracket
     like = np.where(mask, like, 0.0)
-    return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where)
+    reported = changes.change_weight(evidence.changed, share, evidence.unrelated, evidence.one_off) if n else None
+    change = None if reported is None else np.stack(changes.step_factors(
+        reported, alpha_src[evidence.source_index]), axis=1)
+    return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where, change=change)
 
 
 def _apply_confusion(evidence: Evidence, params: "ParamsDocument", tempered, bracket):
@@ -203,6 +213,7 @@ def forward_filter(
     event_t: np.ndarray,
     event_like: np.ndarray,
     at: float | np.ndarray,
+    event_change: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the filter for all questions; events must be sorted by (question, time).
 
@@ -210,7 +221,7 @@ def forward_filter(
     likelihood per question (Q,), time of each question's last event (Q,)): the states
     of :func:`filter_states`, decayed to ``at`` by :func:`decay_states`.
     """
-    state, log_marginal, last_t = filter_states(prior, rate, event_q, event_t, event_like)
+    state, log_marginal, last_t = filter_states(prior, rate, event_q, event_t, event_like, event_change)
     return decay_states(state, prior, rate, last_t, at), log_marginal, last_t
 
 
@@ -220,10 +231,14 @@ def filter_states(
     event_q: np.ndarray,
     event_t: np.ndarray,
     event_like: np.ndarray,
+    event_change: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The filter up to each question's last event: (state after it (Q, K), log marginal
     likelihood (Q,), the event's time (Q,), NaN for a question without events, whose
-    state is its prior). Events must be sorted by (question, time).
+    state is its prior). Events must be sorted by (question, time). ``event_change`` (E, 2):
+    ``g(same), g(differ)`` of each event's reported change (:func:`event_change`), which turn the
+    decay before it into ``g(same) b (ρ + (1-ρ) π) + g(differ) (1-ρ) π (1 - b)``
+    (:mod:`doxa.model.changes`); None: none reported.
 
     Questions are laid out longest first, and events rank-major in that order: the
     questions that still have an n-th event are then a prefix of the layout, and the
@@ -249,6 +264,7 @@ def filter_states(
     # np.take gathers whole rows several times faster than fancy indexing does
     like = np.take(event_like, source_row, axis=0)
     times = np.take(event_t, source_row)
+    change = None if event_change is None else np.take(event_change, source_row, axis=0)
 
     belief = prior[layout]  # a copy, in layout order
     prior_l, rate_l = belief.copy(), rate[layout]
@@ -260,8 +276,13 @@ def filter_states(
         t = times[block[n]:block[n + 1]]
         if n > 0:
             rho = np.exp(-rate_l[:c] * np.maximum(t - last_l[:c], 0.0))[:, None]
-            b *= rho
-            b += (1.0 - rho) * prior_l[:c]
+            if change is None:
+                b *= rho
+                b += (1.0 - rho) * prior_l[:c]
+            else:
+                g = change[block[n]:block[n + 1]]
+                moved = (1.0 - rho) * prior_l[:c]
+                b[:] = g[:, :1] * b * (rho + moved) + g[:, 1:] * moved * (1.0 - b)
         event = like[block[n]:block[n + 1]]
         b *= event
         z = b.sum(axis=1)
@@ -291,21 +312,38 @@ def decay_states(state: np.ndarray, prior: np.ndarray, rate: np.ndarray, last_t:
     return np.where(has[:, None], rho * state + (1.0 - rho) * prior, state)
 
 
-def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Readings and settlements merged into one (question, time)-sorted event stream."""
-    k_max = likelihood.shape[1] if likelihood.ndim == 2 else evidence.questions.k_max
-    settle_like = np.zeros((len(evidence.settle_q), k_max))
-    settle_like[np.arange(len(evidence.settle_q)), evidence.settle_answer] = 1.0
-    like = likelihood.reshape(-1, k_max)
-    if len(evidence.settle_q) == 0:  # readings arrive sorted by (question, time) already
-        return evidence.q, evidence.t, like
+def event_change(evidence: Evidence, change: np.ndarray | None) -> np.ndarray | None:
+    """(E, 2) the change factors of :func:`events`' stream, settlements (1, 1); None: none."""
+    if change is None:
+        return None
+    order = event_order(evidence)
+    out = np.vstack([change, np.ones((len(evidence.settle_q), 2))])
+    return out if order is None else out[order]
+
+
+def event_order(evidence: Evidence) -> np.ndarray | None:
+    """The order of :func:`events` over readings then settlements; None: the readings as they are."""
+    if len(evidence.settle_q) == 0:
+        return None
     q = np.r_[evidence.q, evidence.settle_q]
     t = np.r_[evidence.t, evidence.settle_t]
     # readings are sorted and settlements few: a stable sort of one (question, time) key is
     # near-linear on such input, where a two-key lexsort sorts from scratch
     key = q.astype(np.float64) * 1e6 + (t - (t.min() if len(t) else 0.0))
-    order = np.argsort(key, kind="stable")
-    return q[order], t[order], np.vstack([like, settle_like])[order]
+    return np.argsort(key, kind="stable")
+
+
+def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Readings and settlements merged into one (question, time)-sorted event stream."""
+    k_max = likelihood.shape[1] if likelihood.ndim == 2 else evidence.questions.k_max
+    like = likelihood.reshape(-1, k_max)
+    order = event_order(evidence)
+    if order is None:  # readings arrive sorted by (question, time) already
+        return evidence.q, evidence.t, like
+    settle_like = np.zeros((len(evidence.settle_q), k_max))
+    settle_like[np.arange(len(evidence.settle_q)), evidence.settle_answer] = 1.0
+    return (np.r_[evidence.q, evidence.settle_q][order], np.r_[evidence.t, evidence.settle_t][order],
+            np.vstack([like, settle_like])[order])
 
 
 def apply_rejections(evidence: Evidence, belief: np.ndarray) -> np.ndarray:
@@ -370,7 +408,7 @@ def score(evidence: Evidence, params: "ParamsDocument | dict[str, Any]", at: flo
     if at is None:
         at = evidence.at
     q, t, like = events(evidence, inputs.likelihood)
-    state, _, last_t = filter_states(inputs.prior, inputs.rate, q, t, like)
+    state, _, last_t = filter_states(inputs.prior, inputs.rate, q, t, like, event_change(evidence, inputs.change))
     n_q = len(evidence.questions.ids)
     return beliefs_from_states(evidence, state, inputs.prior, inputs.rate, last_t, at,
                                params.calibration if calibrate else None,

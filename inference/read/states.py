@@ -67,7 +67,8 @@ def compute(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> St
     params = typed(params)
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
-    state, _, last_t = scorer.filter_states(inputs.prior, inputs.rate, q, t, like)
+    state, _, last_t = scorer.filter_states(inputs.prior, inputs.rate, q, t, like,
+                                            scorer.event_change(evidence, inputs.change))
     n_q = len(evidence.questions.ids)
     return States(questions=evidence.questions, state=state, last_t=last_t,
                   n_evidence=np.bincount(evidence.q, minlength=n_q),
