@@ -10,7 +10,12 @@ with other half-lives (``--half-lives``), the calibration map left out of all of
 whose own half-life predicts the answers worse than another is learning from something else:
 docs/measurements/2026-12-conversations.md.
 
-    python bench/conversation_fit.py --data PATH [--half-lives 1,30,300] [--steps 300] [--json]
+With ``--grid THETAS``, also the log-probability of *all* the evidence (every reading and
+settlement: what the fit maximises, its priors left out) under the fitted trust and each
+pair of half-life (``--half-lives``) and new-value weight θ: where that surface peaks is
+where any fit lands, whatever it starts from.
+
+    python bench/conversation_fit.py --data PATH [--half-lives 1,30,300] [--grid 0.03,1,10] [--steps 300] [--json]
 """
 
 from __future__ import annotations
@@ -51,11 +56,38 @@ def settled_log_likelihood(records: list[bench.Record], params: dict[str, Any]) 
     return out
 
 
+def evidence_log_probability(records: list[bench.Record], params: dict[str, Any]) -> float:
+    """log P(every reading and settlement of the oracle stores of ``records``) under ``params``: the
+    forward filter's marginal likelihood, summed over the questions (one store, as the fit sees it)."""
+    import doxa
+    from doxa.inference.read import scorer
+
+    kept = []
+    for n, record in enumerate(records):
+        records_n, option, qid = bench.oracle_records(record, tag=f"-{n}")
+        settled = bench.oracle_settlement(record, option, qid)
+        kept += records_n + ([settled] if settled else [])
+    memory = doxa.open(":memory:", log_reads=False)
+    try:
+        memory.ingest(kept)
+        evidence = memory.store.load_evidence(None, None)
+    finally:
+        memory.close()
+    inputs = scorer.model_inputs(evidence, params)
+    q, t, like = scorer.events(evidence, inputs.likelihood)
+    _, log_marginal, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, like, float("inf"),
+                                               scorer.event_change(evidence, inputs.change))
+    return float(log_marginal.sum())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="a folder of LongMemEval records, or its single JSON list")
     parser.add_argument("--half-lives", default="1,30,300", help="days to compare the fitted half-life with")
     parser.add_argument("--steps", type=int, default=300, help="fitting steps (default 300)")
+    parser.add_argument("--grid", default=None,
+                        help="new-value weights θ: also the log-probability of all the evidence for each "
+                             "(half-life, θ) under the fitted trust (comma-separated, e.g. 0.03,1,10)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -74,10 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         other = copy.deepcopy(fitted)
         other["kinds"]["asked"].update(change_rate=math.log(2.0) / days, half_life_days=days)
         rows.append({"half_life_days": days, "fitted": False, "log_likelihood": settled_log_likelihood(records, other)})
+    grid = []
+    for theta in (float(x) for x in (args.grid or "").split(",") if x.strip()):
+        for days in [kind["half_life_days"]] + [float(d) for d in args.half_lives.split(",") if d.strip()]:
+            other = copy.deepcopy(fitted)
+            other["kinds"]["asked"].update(change_rate=math.log(2.0) / days, half_life_days=days,
+                                           new_value_weight=theta)
+            grid.append({"half_life_days": days, "new_value_weight": theta,
+                         "log_probability": evidence_log_probability(records, other)})
     result = {"questions": len(records), "half_life_days": kind["half_life_days"],
               "half_life_interval_days": [math.log(2.0) / r for r in kind["change_rate_interval"][::-1]],
               "new_value_weight": kind["new_value_weight"],
-              "trust_person_self_chat": fitted["trust"]["person/self/chat"]["mean"], "rows": rows}
+              "trust_person_self_chat": fitted["trust"]["person/self/chat"]["mean"], "rows": rows, "grid": grid}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -90,6 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         label = f"{row['half_life_days']:.2f}" + (" fitted" if row["fitted"] else "")
         print(f"{label:>18s} " + " ".join(f"{row['log_likelihood'][c]:20.3f}" for c in categories))
+    if grid:
+        thetas = sorted({g["new_value_weight"] for g in grid})
+        days = list(dict.fromkeys(g["half_life_days"] for g in grid))
+        value = {(g["half_life_days"], g["new_value_weight"]): g["log_probability"] for g in grid}
+        print("\nlog P(all readings and settlements) under the fitted trust, by half-life (rows) and θ (columns)")
+        print(f"{'half-life (days)':>18s} " + " ".join(f"{'θ ' + format(th, 'g'):>12s}" for th in thetas))
+        for d in days:
+            print(f"{d:18.2f} " + " ".join(f"{value[(d, th)]:12.1f}" for th in thetas))
     return 0
 
 

@@ -368,11 +368,31 @@ def test_the_fit_diagnosis_compares_the_fitted_half_life_with_others(capsys):
     """bench/conversation_fit.py: one fit on the settled oracle stores, then the settled answers'
     log-likelihood under the fitted half-life and the ones asked for (the tiny fixture, few steps)."""
     for conversation_fit in loaded("conversation_fit.py", "conversation_fit_bench"):
-        assert conversation_fit.main(["--data", str(TINY), "--steps", "20", "--half-lives", "2,200", "--json"]) == 0
+        assert conversation_fit.main(["--data", str(TINY), "--steps", "20", "--half-lives", "2,200", "--grid", "0.5,5",
+                                      "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
+    # the fit's objective at each (half-life, θ): the fitted half-life, then the asked ones, per θ
+    assert [(g["new_value_weight"], g["half_life_days"]) for g in result["grid"]] == [
+        (0.5, result["half_life_days"]), (0.5, 2.0), (0.5, 200.0), (5.0, result["half_life_days"]), (5.0, 2.0),
+        (5.0, 200.0)]
+    assert all(g["log_probability"] < 0 for g in result["grid"])
     assert [r["fitted"] for r in result["rows"]] == [True, False, False]
     assert [r["half_life_days"] for r in result["rows"][1:]] == [2.0, 200.0]
     for r in result["rows"]:  # two questions settle: the current gym time and the sister's city
         assert set(r["log_likelihood"]) == {"knowledge-update", "single-session-user", "all"}
         assert all(v <= 0 for v in r["log_likelihood"].values())
     assert 0 < result["trust_person_self_chat"] < 1 and result["half_life_days"] > 0
+
+
+def test_the_change_question_study_scores_later_update_turns_against_the_rest(capsys):
+    """bench/change_reports.py over the tiny fixture and a scripted model that hears "switched" as a
+    change: the gym's later turn (twice: the current and the earlier-value question) against its
+    first turn and the sister's one statement."""
+    with FakeChatServer({"switched": "changed"}) as server:
+        for change_reports in loaded("change_reports.py", "change_reports_bench"):
+            assert change_reports.main(["--data", str(TINY), "--url", server.url, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["turns"] == 5 and result["calls"] == 5
+    assert [r["later"] for r in result["rows"] if r["id"].startswith("tiny_gym")] == [False, True, False, True]
+    assert result["mean_later"] > 0.8 > 0.2 > result["mean_first_update"]
+    assert result["auc_later_vs_others"] == 1.0 and result["auc_later_vs_first"] == 1.0
