@@ -76,7 +76,7 @@ def evidence_log_probability(records: list[bench.Record], params: dict[str, Any]
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
     _, log_marginal, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, like, float("inf"),
-                                               scorer.event_change(evidence, inputs.change))
+                                               scorer.event_change(evidence, inputs.change), inputs.event_prior)
     return float(log_marginal.sum())
 
 

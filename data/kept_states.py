@@ -79,7 +79,8 @@ def read(store: "Session", questions: QuestionTable, version: int) -> dict[str, 
     sql = _VALID_STATES.format(version=int(version), scope=scope)
     found = np.zeros(n_q, dtype=bool)
     out = {"found": found, "state": np.zeros((n_q, k_max)), "last_t": np.full(n_q, np.nan),
-           "n_evidence": np.zeros(n_q, dtype=np.int64), "n_settled": np.zeros(n_q, dtype=np.int64)}
+           "n_evidence": np.zeros(n_q, dtype=np.int64), "n_settled": np.zeros(n_q, dtype=np.int64),
+           "base": np.full((n_q, k_max), np.nan)}
     if not n_q:
         return out
     if few:  # no pyarrow on `doxa belief`'s path
@@ -97,12 +98,18 @@ def read(store: "Session", questions: QuestionTable, version: int) -> dict[str, 
     rows = row[have]
     widths = np.asarray(cols["width"], dtype=np.int64)[rows]
     starts = first[rows].astype(np.int64)
-    right = widths == questions.n_options[have]  # a state of another shape is not this question's
-    have, rows, starts = have[right], rows[right], starts[right]
+    # a state of another shape is not this question's; twice its options: the state, then its base rates
+    with_base = widths == 2 * questions.n_options[have]
+    right = (widths == questions.n_options[have]) | with_base
+    have, rows, starts, with_base = have[right], rows[right], starts[right], with_base[right]
     k = questions.n_options[have]
     inside = np.arange(k_max)[None, :] < k[:, None]
     cell = np.where(inside, starts[:, None] + np.arange(k_max)[None, :], 0)
     out["state"][have] = np.where(inside, flat[cell], 0.0) if len(flat) else 0.0
+    if with_base.any():
+        based = have[with_base]
+        cell = np.where(inside[with_base], cell[with_base] + k[with_base][:, None], 0)
+        out["base"][based] = np.where(inside[with_base], flat[cell], 0.0)
     found[have] = True
     out["last_t"][have] = np.asarray(cols["last_t"], dtype=np.float64)[rows]
     out["n_evidence"][have] = np.asarray(cols["n_evidence"], dtype=np.int64)[rows]
@@ -112,13 +119,21 @@ def read(store: "Session", questions: QuestionTable, version: int) -> dict[str, 
 
 def write(store: "Session", ids: np.ndarray, n_options: np.ndarray, state: np.ndarray, last_t: np.ndarray,
           n_evidence: np.ndarray, n_settled: np.ndarray, version: int, epoch: int, *,
-          replace_all: bool = False) -> None:
-    """Keep filter states (one row per question; ``replace_all`` drops every other row)."""
+          replace_all: bool = False, base: np.ndarray | None = None) -> None:
+    """Keep filter states (one row per question; ``replace_all`` drops every other row). ``base``
+    (Q, K_max): the base rates a state decays toward where they are its own (an open question's,
+    which its evidence grows; NaN rows: the question's from the parameters), kept after the state
+    in the same blob, which is then twice the options long."""
     import pyarrow as pa
 
     k = np.asarray(n_options, dtype=np.int64)
     rows = np.ascontiguousarray(state, dtype=np.float64)
-    blobs = [row[:n].tobytes() for row, n in zip(rows, k.tolist())]
+    if base is None:
+        blobs = [row[:n].tobytes() for row, n in zip(rows, k.tolist())]
+    else:
+        own = ~np.isnan(base[:, 0]) if len(base) else np.zeros(0, dtype=bool)
+        blobs = [row[:n].tobytes() + (b[:n].astype(np.float64).tobytes() if mine else b"")
+                 for row, b, n, mine in zip(rows, np.asarray(base, dtype=np.float64), k.tolist(), own.tolist())]
     last_t = np.asarray(last_t, dtype=np.float64)
     table = pa.table({
         "question": pa.array(np.asarray(ids, dtype=object).tolist(), pa.string()),

@@ -99,11 +99,15 @@ MIGRATIONS: dict[str, tuple[str, str]] = {
     # (organizer_decisions) and maintenance's proposals (proposed_ops). The tables come from schema.sql.
     "7": ("8", ""),
     # Version 9: a reading says how surely its message reports that the answer changed
-    # (docs/design.md §2, "Reported changes"); readings written before report none.
+    # (docs/design.md §2, "Reported changes"); readings written before report none. An open
+    # question's base rates now grow as its evidence names values, so every kept state computed
+    # before is stale (the structure epoch moves past it).
     "8": ("9", """
         ALTER TABLE readings ADD COLUMN IF NOT EXISTS changed DOUBLE DEFAULT 0;
         UPDATE readings SET changed = 0 WHERE changed IS NULL;
         ALTER TABLE readings ALTER COLUMN changed SET NOT NULL;
+        UPDATE meta SET value = (value::BIGINT + 1)::VARCHAR WHERE key = 'evidence_epoch';
+        UPDATE meta SET value = (SELECT value FROM meta WHERE key = 'evidence_epoch') WHERE key = 'structure_epoch';
     """),
 }
 

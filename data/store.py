@@ -597,10 +597,10 @@ class Store:
 
     def write_states(self, ids: np.ndarray, n_options: np.ndarray, state: np.ndarray, last_t: np.ndarray,
                      n_evidence: np.ndarray, n_settled: np.ndarray, version: int, epoch: int, *,
-                     replace_all: bool = False) -> None:
+                     replace_all: bool = False, base: np.ndarray | None = None) -> None:
         """Keep filter states (:func:`doxa.data.kept_states.write`)."""
         kept_states.write(self, ids, n_options, state, last_t, n_evidence, n_settled, version, epoch,
-                          replace_all=replace_all)
+                          replace_all=replace_all, base=base)
 
     @in_read_session
     def question(self, question_id: str) -> dict[str, Any]:

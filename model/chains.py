@@ -18,7 +18,7 @@ import torch
 
 from .changes import step_factors
 from .events import LOG_ZERO, EventStream
-from .likelihood import Derived, noise_floor, open_prior
+from .likelihood import Derived, named_base_rates, noise_floor
 from .settled_first import UNSETTLED_CAP, cut_gradient, settled_first_weights
 from .structure import ModelStructure
 
@@ -68,6 +68,7 @@ class Chains:
     reader: torch.Tensor
     logr_by_option: torch.Tensor  # (k, L) log reader probabilities, options first (LOG_ZERO beyond K)
     named_by_option: torch.Tensor  # (k, L) bool: states the reading's probabilities cover (EventStream.named)
+    named_before_by_option: torch.Tensor  # (k, L) how surely earlier events named each value (EventStream)
     mix: torch.Tensor
     weight: torch.Tensor
     pair: torch.Tensor  # row in the group's confusion table, -1: one-number form
@@ -79,7 +80,8 @@ class Chains:
 
     SLOT_FIELDS = ("dt", "is_reading", "n_options", "leaf", "reader", "mix", "weight", "pair", "trust_weight",
                    "confusion_weight", "change")
-    OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option", "named_by_option")
+    OPTION_FIELDS = ("fixed_like_by_option", "valid_by_option", "logr_by_option", "named_by_option",
+                     "named_before_by_option")
 
     @property
     def slot_question(self) -> torch.Tensor:
@@ -131,6 +133,11 @@ class Chains:
                       offset=np.r_[0, np.cumsum(sizes)[:-1]], n_events=len(slots), **fields)
 
 
+def _fit(rows: np.ndarray, width: int) -> np.ndarray:
+    """``rows`` (N, K) cut or padded with zeros to ``width`` columns."""
+    return rows[:, :width] if rows.shape[1] >= width else np.pad(rows, ((0, 0), (0, width - rows.shape[1])))
+
+
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of ``range(s, s + n)`` for each pair, vectorised."""
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -167,14 +174,30 @@ def group_prior_table(derived: "Derived", ks: tuple[int, ...], k: int, dtype) ->
 
 
 def question_prior(chains: "Chains", derived: "Derived", dtype) -> torch.Tensor:
-    """(K, B) base rates of each question in the layout: its row of the group's table, or for an open
-    question the Chinese-restaurant form of its kind's θ (:func:`doxa.model.likelihood.open_prior`)."""
+    """(K, B) base rates of each question in the layout before its first event: its row of the
+    group's table, or uniform for an open question (nothing named yet: doxa.model.named_values)."""
     prior = group_prior_table(derived, chains.ks, chains.k, dtype)[chains.prior_row]
     is_open = chains.open_named >= 0
-    if derived.new_value_weight is not None and bool(is_open.any()):
-        crp = open_prior(derived.new_value_weight.to(dtype)[chains.kind], chains.open_named.clamp_min(0), chains.k)
-        prior = torch.where(is_open[:, None], crp, prior)
+    if bool(is_open.any()):
+        k_q = (chains.open_named + 1).clamp_min(1).to(dtype)[:, None]
+        uniform = torch.where(torch.arange(chains.k)[None, :] < k_q, 1.0 / k_q, torch.zeros((), dtype=dtype))
+        prior = torch.where(is_open[:, None], uniform, prior)
     return prior.T
+
+
+def slot_prior(chains: "Chains", derived: "Derived", prior: torch.Tensor) -> torch.Tensor:
+    """(K, L) the base rates of each slot's step: its question's (``prior``, (K, B)), or for an open
+    question those its earlier events left (:func:`doxa.model.likelihood.named_base_rates`)."""
+    per_slot = prior[:, chains.slot_question]
+    is_open = (chains.open_named >= 0)[chains.slot_question]
+    if derived.new_value_weight is None or not bool(is_open.any()):
+        return per_slot
+    theta = derived.new_value_weight.to(prior.dtype)[chains.kind][chains.slot_question]
+    # a closed question's slots are computed too and then not taken: give them a harmless count, as a
+    # division by zero there would still send NaN through torch.where's gradient
+    k_q = (chains.open_named + 1)[chains.slot_question].clamp_min(2)
+    grown = named_base_rates(theta, chains.named_before_by_option.T, k_q, chains.k).T
+    return torch.where(is_open[None, :], grown, per_slot)
 
 
 def group_confusion_table(derived: "Derived", ks: tuple[int, ...], k: int) -> torch.Tensor | None:
@@ -306,6 +329,8 @@ def make_chains(stream: EventStream, structure: ModelStructure, dtype=torch.floa
             reader=torch.as_tensor(grid(stream.reader[ev], 0, np.int64)),
             logr_by_option=torch.as_tensor(grid(logr, 0.0, np.float64).T.copy(), dtype=dtype),
             named_by_option=torch.as_tensor(grid(named, True, bool).T.copy()),
+            named_before_by_option=torch.as_tensor(grid(_fit(stream.named_before[ev], kg), 0.0, np.float64).T.copy(),
+                                                   dtype=dtype),
             mix=torch.as_tensor(grid(stream.mix[ev], 0.0, np.float64), dtype=dtype),
             weight=torch.as_tensor(grid(stream.weight[ev], 0.0, np.float64), dtype=dtype),
             pair=torch.as_tensor(grid(pair, -1, np.int64)),
@@ -353,11 +378,11 @@ def chain_log_marginal(chains: Chains, derived: Derived, readings_only: bool = F
     k = chains.k
     like = chains_likelihood(chains, derived, readings_only)  # (K, L)
     prior = question_prior(chains, derived, like.dtype)  # (K, B)
-    slot_prior = prior[:, chains.slot_question]  # (K, L)
+    steps = slot_prior(chains, derived, prior)  # (K, L)
     rate = derived.rate[chains.kind][chains.slot_question]
     rho = torch.exp(-rate * chains.dt)  # padding has dt = 0 → identity
     eye = torch.eye(k, dtype=like.dtype)[:, :, None]
-    moved = like * (1 - rho) * slot_prior
+    moved = like * (1 - rho) * steps
     if bool((chains.change > 0).any()):
         # a reported change weighs the two ways of the step (doxa.model.changes): M[i, j] =
         # g(same) (ρ + (1-ρ) π_i) for i = j, g(differ) (1-ρ) π_i otherwise

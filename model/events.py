@@ -9,6 +9,7 @@ import numpy as np
 from doxa.data.evidence import Evidence
 
 from .changes import change_weight
+from .named_values import named_so_far, stated_mass
 from .independence import independent_share
 from .structure import ModelStructure
 
@@ -42,6 +43,10 @@ class EventStream:
     #: (E,) k of each event's reported change (doxa.model.changes): 0 for settlements, for a question's
     #: first event and where no change is reported
     change: np.ndarray
+    #: (E, K_max) how surely the events before each one named each value of an open question, and
+    #: (Q, K_max) after each question's last (doxa.model.named_values; 0 on a closed question)
+    named_before: np.ndarray
+    named_after: np.ndarray
     reading_row: np.ndarray  # (E,) row in the evidence readings, -1 for settlements
     settlement_row: np.ndarray  # (E,) row in the evidence settlements, -1 for readings
     rank: np.ndarray  # (E,) position within the question's events
@@ -95,10 +100,17 @@ class EventStream:
         lengths = np.diff(np.r_[starts, len(q)])
         rank = np.arange(len(q)) - np.repeat(starts, lengths)
         change = np.where(rank > 0, change[order], 0.0)  # a first event has no earlier answer to differ from
+        open_q = structure.question_open if len(structure.question_open) else np.zeros(len(k_q), dtype=bool)
+        mass = np.vstack([stated_mass(r, named, clear, k_read) if n else np.zeros((0, k_max)),
+                          stated_mass(np.zeros((n_s, k_max)), np.zeros((n_s, k_max), dtype=bool), np.ones(n_s),
+                                      k_q[evidence.settle_q[s_rows]], settled=answer[n:])])[order]
+        mass[~open_q[q]] = 0.0
+        named_before, named_after = named_so_far(q, rank, mass, len(k_q))
         return cls(q=q, t=t[order], is_settlement=is_settle[order], answer=answer[order], leaf=leaf[order],
                    reader=reader[order], logr=logr_all[order], named=named_all[order], mix=mix[order],
                    weight=weight[order],
                    clarity=np.r_[clear, np.ones(n_s)][order], change=change,
+                   named_before=named_before, named_after=named_after,
                    reading_row=reading_row[order], settlement_row=settlement_row[order], rank=rank,
                    n_questions=len(k_q))
 

@@ -11,7 +11,7 @@ from doxa.data.evidence import Evidence
 
 from .changes import step_factors
 from .events import EventStream
-from .likelihood import Derived, open_prior, reading_likelihood, trust_confusion_logits
+from .likelihood import Derived, named_base_rates, reading_likelihood, trust_confusion_logits
 from .structure import ModelStructure
 
 
@@ -24,7 +24,8 @@ class FilterResult:
 
 
 def question_inputs(structure: ModelStructure, derived: Derived, dtype=torch.float64):
-    """π (Q, K_max) and λ (Q,) per question."""
+    """π (Q, K_max) and λ (Q,) per question; an open question's π before any event (uniform:
+    :func:`open_steps` gives those its evidence grows)."""
     n_q, k_max = len(structure.question_k), max(int(structure.question_k.max(initial=2)), 2)
     prior = torch.zeros((n_q, k_max), dtype=dtype)
     kinds = structure.question_kind
@@ -41,11 +42,32 @@ def question_inputs(structure: ModelStructure, derived: Derived, dtype=torch.flo
         prior[torch.as_tensor(rows), :k] = table.to(dtype)[torch.as_tensor(slot)]
     rate = derived.rate.to(dtype)[torch.as_tensor(kinds)] if n_q else torch.zeros(0, dtype=dtype)
     open_rows = np.flatnonzero(structure.question_open)
-    if len(open_rows) and derived.new_value_weight is not None:
-        theta = derived.new_value_weight.to(dtype)[torch.as_tensor(kinds[open_rows])]
-        prior[torch.as_tensor(open_rows)] = open_prior(theta, torch.as_tensor(structure.question_k[open_rows] - 1),
-                                                       k_max)
+    if len(open_rows):
+        k_open = torch.as_tensor(structure.question_k[open_rows], dtype=dtype)
+        prior[torch.as_tensor(open_rows)] = torch.where(torch.arange(k_max)[None, :] < k_open[:, None],
+                                                        1.0 / k_open[:, None], torch.zeros((), dtype=dtype))
     return prior, rate
+
+
+def open_steps(prior: torch.Tensor, stream: EventStream, structure: ModelStructure, derived: Derived
+               ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """The base rates of each event's step (E, K_max; None: ``prior``'s throughout) and after each
+    question's last event (Q, K_max): an open question's grow as its evidence names values
+    (:mod:`doxa.model.named_values`)."""
+    is_open = torch.as_tensor(structure.question_open if len(structure.question_open)
+                              else np.zeros(len(structure.question_k), dtype=bool))
+    if not bool(is_open.any()) or derived.new_value_weight is None:
+        return None, prior
+    k_max = prior.shape[1]
+    theta = derived.new_value_weight.to(prior.dtype)[torch.as_tensor(structure.question_kind)]
+    k = torch.as_tensor(structure.question_k)
+    after = torch.where(is_open[:, None], named_base_rates(theta, torch.as_tensor(stream.named_after[:, :k_max]),
+                                                           k, k_max), prior)
+    q = torch.as_tensor(stream.q)
+    steps = torch.where(is_open[q][:, None],
+                        named_base_rates(theta[q], torch.as_tensor(stream.named_before[:, :k_max]), k[q], k_max),
+                        prior[q])
+    return steps, after
 
 
 def stream_likelihood(stream: EventStream, structure: ModelStructure, derived: Derived,
@@ -102,13 +124,17 @@ def tempered_readings(stream: EventStream, structure: ModelStructure, derived: D
 
 
 def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream, like: torch.Tensor,
-                   at: float | np.ndarray = float("inf"), change: torch.Tensor | None = None) -> FilterResult:
+                   at: float | np.ndarray = float("inf"), change: torch.Tensor | None = None,
+                   steps: torch.Tensor | None = None, after: torch.Tensor | None = None) -> FilterResult:
     """The sequential filter, all questions at once, one rank (n-th event of each question) per step.
 
     Mirrors :func:`doxa.inference.read.scorer.forward_filter`, and also returns the
     prediction before each event (what the scorer would have said just before it).
-    ``change`` (E, 2): ``g(same), g(differ)`` of each event's reported change (:func:`change_factors`).
+    ``change`` (E, 2): ``g(same), g(differ)`` of each event's reported change (:func:`change_factors`);
+    ``steps`` (E, K) and ``after`` (Q, K): the base rates of each step and after the last event where
+    they are not ``prior`` (:func:`open_steps`).
     """
+    after = prior if after is None else after
     n_q = prior.shape[0]
     belief = prior.clone()
     log_marginal = torch.zeros(n_q, dtype=prior.dtype)
@@ -123,13 +149,16 @@ def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream,
             idx = torch.as_tensor(order[bounds[n]:bounds[n + 1]])
             qs, t = q_all[idx], t_all[idx]
             b = belief[qs]
+            base = prior[qs] if steps is None else steps[idx]
             if n > 0:
                 rho = torch.exp(-rate[qs] * (t - last_t[qs]).clamp_min(0.0))[:, None]
                 if change is None:
-                    b = rho * b + (1 - rho) * prior[qs]
+                    b = rho * b + (1 - rho) * base
                 else:  # doxa.model.changes
-                    g, moved = change[idx], (1 - rho) * prior[qs]
+                    g, moved = change[idx], (1 - rho) * base
                     b = g[:, :1] * b * (rho + moved) + g[:, 1:] * moved * (1 - b)
+            elif steps is not None:
+                b = base
             predictive[idx] = b
             ev = like[idx]
             b = b * ev
@@ -146,7 +175,7 @@ def forward_filter(prior: torch.Tensor, rate: torch.Tensor, stream: EventStream,
     gap = torch.where(has & torch.isfinite(at_t), (at_t - torch.nan_to_num(last_t)).clamp_min(0.0),
                       torch.zeros((), dtype=prior.dtype))
     rho = torch.exp(-rate * gap)[:, None]
-    belief = torch.where(has[:, None], rho * belief + (1 - rho) * prior, belief)
+    belief = torch.where(has[:, None], rho * belief + (1 - rho) * after, belief)
     return FilterResult(belief=belief.numpy(), log_marginal=log_marginal.numpy(), predictive=predictive.numpy(),
                         last_t=last_t.numpy())
 
@@ -159,6 +188,7 @@ def filter_evidence(evidence: Evidence, structure: ModelStructure, derived: Deri
     with torch.no_grad():
         prior, rate = question_inputs(structure, derived)
         like = stream_likelihood(stream, structure, derived)
+        steps, after = open_steps(prior, stream, structure, derived)
         result = forward_filter(prior, rate, stream, like, evidence.at if at is None else at,
-                                change_factors(stream, derived))
+                                change_factors(stream, derived), steps, after)
     return result, stream

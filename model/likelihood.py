@@ -23,7 +23,7 @@ class Derived:
     rate: torch.Tensor  # (n_kinds,) λ per day
     inv_temperature: torch.Tensor  # (R,)
     #: (n_kinds,) θ of open questions (None: the store has none): base rates 1/(n+θ) per named value,
-    #: θ/(n+θ) for ``unlisted`` (:func:`open_prior`)
+    #: θ/(n+θ) for ``unlisted`` once every value is named (:func:`named_base_rates`)
     new_value_weight: torch.Tensor | None = None
 
     def detached(self, keep_temperature: bool = False) -> "Derived":
@@ -56,15 +56,18 @@ def noise_floor(trust: torch.Tensor, k) -> torch.Tensor:
     return torch.maximum(trust, 1.0 / torch.as_tensor(k, dtype=trust.dtype))
 
 
-def open_prior(theta: torch.Tensor, n_named: torch.Tensor, k: int) -> torch.Tensor:
-    """Base rates of open questions over ``k`` padded states, (…, k): the Chinese-restaurant predictive
-    with each of the ``n_named`` values counted once, ``1/(n+θ)`` each, then ``θ/(n+θ)`` on
-    ``unlisted`` (state ``n``), 0 beyond."""
-    n = n_named.to(theta.dtype)[..., None]
-    state = torch.arange(k, dtype=theta.dtype)
-    denominator = n + theta[..., None]
-    return torch.where(state < n, 1.0 / denominator, torch.where(state == n, theta[..., None] / denominator,
-                                                                  torch.zeros((), dtype=theta.dtype)))
+def named_base_rates(theta: torch.Tensor, named: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+    """(…, width) the base rates of open questions of ``k`` states (…,) whose values the evidence has
+    named with masses ``named`` (…, width), new-value weight ``theta`` (…,): the formula of
+    :func:`doxa.model.named_values.base_rates` in torch, differentiable in ``θ``."""
+    k = k.to(theta.dtype)[..., None]
+    columns = torch.arange(width, dtype=theta.dtype)
+    value = columns < k - 1
+    m = torch.where(value, named.to(theta.dtype).clamp(0.0, 1.0), torch.zeros((), dtype=theta.dtype))
+    total = m.sum(-1, keepdim=True)
+    fresh = theta[..., None] / (total + theta[..., None]) / (k - total)
+    return torch.where(value, m / (total + theta[..., None]) + fresh * (1 - m),
+                       torch.where(columns == k - 1, fresh, torch.zeros((), dtype=theta.dtype)))
 
 
 # =============================================================================== likelihood

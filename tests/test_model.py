@@ -212,12 +212,29 @@ def test_open_questions_torch_filter_tree_product_and_scorer_agree(small_evidenc
     ours, _ = filter_evidence(evidence, structure, derived, at=at)
     theirs = scorer.score(evidence, document, at=at, calibrate=False)
     np.testing.assert_allclose(scorer.apply_rejections(evidence, ours.belief), theirs.raw, atol=1e-6)
-    # an open question's prior is 1/(n+θ) per named value and θ/(n+θ) on unlisted
-    prior, _ = scorer.question_priors(evidence, document)
-    i = int(np.flatnonzero(is_open)[0])
-    n = int(evidence.questions.n_options[i]) - 1
-    theta = float(derived.new_value_weight[structure.question_kind[i]])
-    np.testing.assert_allclose(prior[i, :n + 1], [1 / (n + theta)] * n + [theta / (n + theta)], rtol=1e-9)
+    # an open question's base rates: uniform before any event; after its last, the Chinese restaurant
+    # over the values its evidence named, each by how surely (doxa.model.named_values), worked out here
+    # reading by reading with plain floats
+    before, _ = scorer.question_priors(evidence, document)
+    after = scorer.model_inputs(evidence, document).prior
+    for i in np.flatnonzero(is_open)[:5].tolist():
+        n = int(evidence.questions.n_options[i]) - 1
+        np.testing.assert_allclose(before[i, :n + 1], 1 / (n + 1), rtol=1e-12)
+        m = [0.0] * n
+        for row in np.flatnonzero(evidence.q == i).tolist():
+            covered = [not (evidence.unnamed[row, j]) for j in range(n + 1)]
+            total = sum(float(evidence.probs[row, j]) for j in range(n + 1) if covered[j])
+            clear = (1 - min(1.0, evidence.unclear[row] + evidence.unrelated[row])) * (1 - evidence.one_off[row])
+            for j in range(n):
+                if covered[j]:
+                    m[j] = max(m[j], float(evidence.probs[row, j]) / total * clear)
+        for row in np.flatnonzero(evidence.settle_q == i).tolist():
+            if evidence.settle_answer[row] < n:
+                m[evidence.settle_answer[row]] = 1.0
+        theta = float(derived.new_value_weight[structure.question_kind[i]])
+        named, fresh = sum(m), theta / (sum(m) + theta) / (n + 1 - sum(m))
+        np.testing.assert_allclose(after[i, :n + 1], [mj / (named + theta) + fresh * (1 - mj) for mj in m] + [fresh],
+                                   rtol=1e-9)
     # the tree product of the fit gives the sequential filter's marginal likelihood
     stream = EventStream.from_evidence(evidence, structure)
     total = np.full(len(structure.question_k), np.nan)

@@ -4,8 +4,10 @@
 The hand computation below is the filter of the design written out with plain floats, over the
 question's current states (its values, then ``unlisted``), under the default parameters of a
 store that was never trained: trust 0.9 for a ``person`` source and 0.8 for ``family``, a
-half-life of two years, θ = 1 (base rates ``1/(n+1)`` per named value and ``1/(n+1)`` unlisted),
-no calibration map. Messages are at least five days apart, so no reading shares its weight with
+half-life of two years, θ = 1, no calibration map. The base rates grow as the evidence names
+values (doxa.model.named_values): before a step, ``m_j`` is the largest ``r̃_j w`` of an earlier
+reading that names value ``j`` (1 after a settlement of it), and with ``M = Σ m_j`` the base rates
+are ``m_j/(M+θ) + θ/(M+θ)·(1-m_j)/(n-M+1)`` for value ``j`` and ``θ/(M+θ)/(n-M+1)`` unlisted. Messages are at least five days apart, so no reading shares its weight with
 another (model/independence.py).
 """
 
@@ -29,27 +31,41 @@ def day(n: float) -> str:
     return (date.fromisoformat(DAY0) + timedelta(days=n)).isoformat()
 
 
-def by_hand(n_states: int, events: list[tuple[float, str, object]], at: float) -> list[float]:
+def base_rates(m: list[float], n_states: int, theta: float = 1.0) -> list[float]:
+    named = sum(m)
+    fresh = theta / (named + theta) / (n_states - named)
+    return [mj / (named + theta) + fresh * (1 - mj) for mj in m] + [fresh]
+
+
+def by_hand(n_states: int, events: list[tuple], at: float) -> list[float]:
     """The forward filter of the design with plain floats. ``events``: (day, "reading", (trust,
-    r̃ over the states, informative share w)) or (day, "settlement", state index), in time order."""
-    prior = [1.0 / n_states] * n_states  # θ = 1: 1/(n+1) for each of n values and for unlisted
-    belief, last = list(prior), None
+    r̃ over the states, informative share w[, which values it names])) or (day, "settlement", state
+    index), in time order; a reading names every value unless it says otherwise."""
+    m = [0.0] * (n_states - 1)
+    belief, last = base_rates(m, n_states), None
     for t, what, payload in events:
+        prior = base_rates(m, n_states)
         if last is not None:
             rho = math.exp(-DEFAULT_CHANGE_RATE * (t - last))
             belief = [rho * b + (1 - rho) * p for b, p in zip(belief, prior)]
+        else:
+            belief = prior
         if what == "settlement":
             like = [1.0 if j == payload else 0.0 for j in range(n_states)]
+            if payload < n_states - 1:
+                m[payload] = 1.0
         else:
-            trust, tempered, w = payload
+            trust, tempered, w, *names = payload
             a = max(trust, 1.0 / n_states)
             like = [(1 - w) / n_states + w * (a * r + (1 - a) * (1 - r) / (n_states - 1)) for r in tempered]
+            named = names[0] if names else [True] * (n_states - 1)
+            m = [max(mj, tempered[j] * w) if named[j] else mj for j, mj in enumerate(m)]
         belief = [b * x for b, x in zip(belief, like)]
         total = sum(belief)
         belief = [b / total for b in belief]
         last = t
     rho = math.exp(-DEFAULT_CHANGE_RATE * (at - last))
-    return [rho * b + (1 - rho) * p for b, p in zip(belief, prior)]
+    return [rho * b + (1 - rho) * p for b, p in zip(belief, base_rates(m, n_states))]
 
 
 def base_records(options: list[str]) -> list[dict]:
@@ -100,7 +116,7 @@ def test_a_value_added_after_three_readings_reads_them_as_naming_none_of_it(thre
     mem.ingest([{"type": "option_added", "question": "maya.home", "option": "5 Oak Lane", "at": day(25),
                          "by": "organizer"}])
     # after: three states; each earlier reading gives 5 Oak Lane its unlisted likelihood (r̃ copied)
-    widened = [(t, kind, (trust, [r[0], r[1], r[1]], w)) for t, kind, (trust, r, w) in readings]
+    widened = [(t, kind, (trust, [r[0], r[1], r[1]], w, [True, False])) for t, kind, (trust, r, w) in readings]
     expected = by_hand(3, widened, at=24)
     got = belief(mem, 24)
     assert list(got) == ["12 Elm Street", "5 Oak Lane", "unlisted"]
@@ -124,8 +140,10 @@ def test_a_settlement_naming_a_new_value_adds_it_and_is_certain_at_its_time(thre
                          "how": "outcome", "note": "the parcel arrived there"}])
     options = mem.store.execute("SELECT options FROM questions WHERE id = 'maya.home'").fetchone()[0]
     assert options == ["12 Elm Street", "7 Harbour Road"]
-    readings = [(0, "reading", (PERSON, [0.9, 0.1, 0.1], 1.0)), (10, "reading", (PERSON, [0.8, 0.2, 0.2], 1.0)),
-                (20, "reading", (PERSON, [0.3, 0.7, 0.7], 1.0)), (40, "settlement", 1)]
+    named = [True, False]  # the readings came before 7 Harbour Road was listed
+    readings = [(0, "reading", (PERSON, [0.9, 0.1, 0.1], 1.0, named)),
+                (10, "reading", (PERSON, [0.8, 0.2, 0.2], 1.0, named)),
+                (20, "reading", (PERSON, [0.3, 0.7, 0.7], 1.0, named)), (40, "settlement", 1)]
     for later in (0, 365):
         expected = by_hand(3, readings, at=40 + later)
         got = belief(mem, 40 + later)
@@ -133,9 +151,10 @@ def test_a_settlement_naming_a_new_value_adds_it_and_is_certain_at_its_time(thre
         for value, p in zip(got.values(), expected):
             assert p == pytest.approx(value, abs=2e-6)
     assert belief(mem, 40)["7 Harbour Road"] == pytest.approx(1.0)
-    # a year on, the settled value has faded toward the base rates by exp(-λ·365)
+    # a year on, the settled value has faded by exp(-λ·365) toward the base rates its evidence made:
+    # 12 Elm Street named at 0.9, 7 Harbour Road settled, so 1/(1.9 + 1) for the latter
     rho = math.exp(-DEFAULT_CHANGE_RATE * 365)
-    assert belief(mem, 405)["7 Harbour Road"] == pytest.approx(rho + (1 - rho) / 3, abs=2e-6)
+    assert belief(mem, 405)["7 Harbour Road"] == pytest.approx(rho + (1 - rho) / 2.9, abs=2e-6)
 
 
 def test_unlisted_wins_after_she_moved_with_no_new_address_yet():

@@ -48,10 +48,11 @@ class SimulationConfig:
     one_off_mean: float = 0.08
     settled_fraction: float = 0.5
     settlements_per_question: float = 2.0
-    #: kinds (indices into kind_options) whose questions are open: ``K - 1`` named values and
-    #: ``unlisted``, base rates of the Chinese-restaurant form with ``new_value_weight`` (θ); each
-    #: value but the first is listed at a random time, and a message read before then that states
-    #: it is read as stating an unlisted value (docs/design.md §2, open questions)
+    #: kinds (indices into kind_options) whose questions are open: ``K - 1`` values and
+    #: ``unlisted``; each value but the first is listed at a random time, and a message read before
+    #: then that states it is read as stating an unlisted value. Their answers are drawn event by
+    #: event: a change redraws from the base rates the readings so far have grown, with
+    #: ``new_value_weight`` (θ) (docs/design.md §2, open questions; doxa.model.named_values)
     open_kinds: tuple[int, ...] = ()
     new_value_weight: float = 1.0
     seed: int = 0
@@ -158,6 +159,16 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
     s_order = np.lexsort((s_t, s_q))
     s_q, s_t = s_q[s_order], s_t[s_order]
     s_answer = answers.answer(s_q, s_t)
+    current = answers.answer(np.arange(n_q), np.full(n_q, horizon_s))
+    if q_open.any():  # open questions' answers depend on what their readings named: drawn event by event
+        grown = _open_questions(np.random.default_rng([cfg.seed, 1]), cfg, q_open, q_kind, q_k, rates, horizon_s,
+                                r_q, r_t, alpha_leaf[r_src], u, o, listed_at, s_q, s_t)
+        for name, rows, values in grown["readings"]:
+            {"probs": probs, "unclear": unclear, "unrelated": unrelated}[name][rows] = values
+        s_answer[grown["settled_rows"]] = grown["settled"]
+        current[q_open] = grown["current"]
+        for kind, changes in grown["changes"].items():
+            n_real_changes[kind] = changes
 
     options = [[f"o{j}" for j in range(k - 1)] + [UNLISTED if q_open[i] else f"o{k - 1}"]
                for i, k in enumerate(q_k.tolist())]
@@ -197,7 +208,78 @@ def simulate_evidence(config: SimulationConfig | None = None) -> tuple[Evidence,
         half_life_days={kind_names[i]: float(cfg.half_life_days[i]) for i in range(n_kinds)},
         n_changes={kind_names[i]: int(n_real_changes[i]) for i in range(n_kinds)},
         reader_temperature={"sim-reader": cfg.reader_temperature},
-        current=answers.answer(np.arange(n_q), np.full(n_q, horizon_s)),
+        current=current,
         config=cfg,
     )
     return evidence, truth_out
+
+
+def _open_questions(rng: np.random.Generator, cfg: SimulationConfig, q_open: np.ndarray, q_kind: np.ndarray,
+                    q_k: np.ndarray, rates: np.ndarray, horizon_s: int, r_q: np.ndarray, r_t: np.ndarray,
+                    alpha: np.ndarray, u: np.ndarray, o: np.ndarray, listed_at: np.ndarray, s_q: np.ndarray,
+                    s_t: np.ndarray) -> dict:
+    """The answers, readings and settlements of the open questions, drawn event by event in time: a
+    change (rate λ of the kind) redraws the answer from the base rates of doxa.model.named_values
+    with ``m`` as the question's readings so far have made it (the largest ``r_j (1-u)(1-o)`` of a
+    reading naming value ``j``, 1 once settled on it), so the truth follows the story the model
+    tells. Returns the readings' new probs/unclear/unrelated rows, the settlements' answers, each
+    open question's answer at the horizon and the real changes per kind."""
+    from doxa.model.named_values import base_rates
+
+    k_max = int(max(cfg.kind_options))
+    theta = cfg.new_value_weight
+    out_probs, out_unclear, out_unrelated, rows_done = [], [], [], []
+    settled_rows, settled_values = [], []
+    current = []
+    changes: dict[int, int] = {}
+    by_q = np.argsort(r_q, kind="stable")
+    r_bounds = np.r_[0, np.cumsum(np.bincount(r_q, minlength=len(q_k)))]
+    s_bounds = np.r_[0, np.cumsum(np.bincount(s_q, minlength=len(q_k)))]
+    for q in np.flatnonzero(q_open).tolist():
+        k, lam = int(q_k[q]), rates[q_kind[q]] / SECONDS_PER_DAY
+        rows = by_q[r_bounds[q]:r_bounds[q + 1]]
+        events = sorted([(int(r_t[i]), 0, int(i)) for i in rows] +
+                        [(int(s_t[j]), 1, int(j)) for j in range(s_bounds[q], s_bounds[q + 1])])
+        m = np.zeros(k_max)
+        z = int(rng.choice(k, p=base_rates(np.float64(theta), m, k)[:k]))
+        last, real = 0, 0
+        for t, is_settlement, i in events + [(horizon_s, 2, -1)]:
+            for _ in range(rng.poisson(lam * (t - last))):
+                new = int(rng.choice(k, p=base_rates(np.float64(theta), m, k)[:k]))
+                real += new != z
+                z = new
+            last = t
+            if is_settlement == 1:
+                settled_rows.append(i)
+                settled_values.append(z)
+                if z < k - 1:
+                    m[z] = 1.0
+            elif is_settlement == 0:
+                unnamed = (np.arange(k_max) < k - 1) & (t < listed_at[q])
+                stated, _ = state(rng, np.array([z]), np.array([k]), alpha[i:i + 1], u[i:i + 1], o[i:i + 1])
+                if unnamed[stated[0]]:
+                    stated = np.array([k - 1])
+                calibrated = soft_reading(rng, stated, np.array([k]), np.array([cfg.reader_beta]), k_max)
+                probs, unclear, unrelated = report(calibrated, np.array([cfg.reader_temperature]), u[i:i + 1],
+                                                   np.array([0.5]), np.array([k]))
+                probs = probs[0]
+                probs[k - 1] += np.where(unnamed, probs, 0.0).sum()
+                probs = np.where(unnamed, probs[k - 1], probs)
+                covered = (np.arange(k_max) < k) & ~unnamed
+                total = np.where(covered, probs, 0.0).sum()
+                clear = (1 - min(1.0, unclear[0] + unrelated[0])) * (1 - o[i])
+                if total > 0:
+                    said = np.where(covered & (np.arange(k_max) < k - 1), probs / total * clear, 0.0)
+                    m = np.maximum(m, said)
+                out_probs.append(probs)
+                out_unclear.append(unclear[0])
+                out_unrelated.append(unrelated[0])
+                rows_done.append(i)
+        current.append(z)
+        changes[int(q_kind[q])] = changes.get(int(q_kind[q]), 0) + real
+    rows_done = np.asarray(rows_done, dtype=np.int64)
+    return {"readings": [("probs", rows_done, np.asarray(out_probs).reshape(len(rows_done), k_max)),
+                         ("unclear", rows_done, np.asarray(out_unclear)),
+                         ("unrelated", rows_done, np.asarray(out_unrelated))],
+            "settled_rows": np.asarray(settled_rows, dtype=np.int64), "settled": np.asarray(settled_values, np.int64),
+            "current": np.asarray(current, dtype=np.int64), "changes": changes}

@@ -77,25 +77,27 @@ class History:
 
 
 def filter_path(prior: np.ndarray, rate: float, t: np.ndarray, like: np.ndarray,
-                change: np.ndarray | None = None) -> np.ndarray:
+                change: np.ndarray | None = None, event_prior: np.ndarray | None = None) -> np.ndarray:
     """(N, K) the filter state after each of one question's N events (sorted by time).
 
     The recursion of :func:`doxa.inference.read.scorer.filter_states`, step for step — decay
     toward the prior by ``ρ = exp(-λ Δt)`` (weighed by a reported change's ``g(same), g(differ)``,
-    ``change`` (N, 2)), Bayes with the event's likelihood, restart from the evidence alone where it
-    is impossible under the belief — for one question, keeping every state.
+    ``change`` (N, 2)) — toward each step's own base rates where they change along the way
+    (``event_prior`` (N, K), an open question's) — Bayes with the event's likelihood, restart from
+    the evidence alone where it is impossible under the belief — for one question, keeping every state.
     """
     n = len(t)
     out = np.empty((n, prior.shape[0]))
-    b = prior.copy()
+    b = (prior if event_prior is None or not n else event_prior[0]).copy()
     rho = np.exp(-rate * np.maximum(np.diff(t, prepend=t[:1]), 0.0)) if n else np.zeros(0)
     for i in range(n):
+        base = prior if event_prior is None else event_prior[i]
         if i > 0 and change is not None:
-            moved = (1.0 - rho[i]) * prior
+            moved = (1.0 - rho[i]) * base
             b = change[i, 0] * b * (rho[i] + moved) + change[i, 1] * moved * (1.0 - b)
         elif i > 0:
             b *= rho[i]
-            b += (1.0 - rho[i]) * prior
+            b += (1.0 - rho[i]) * base
         b *= like[i]
         z = b.sum()
         if z <= scorer._TINY:  # as the scorer: evidence impossible under the belief
@@ -132,7 +134,12 @@ def history(store: Store, question_id: str, *, start: datetime | None, end: date
     inputs = scorer.model_inputs(evidence, document)
     _, t, like = scorer.events(evidence, inputs.likelihood)
     prior, rate = inputs.prior[0], float(inputs.rate[0])
-    states = filter_path(prior, rate, t, like, scorer.event_change(evidence, inputs.change))
+    steps = inputs.event_prior
+    states = filter_path(prior, rate, t, like, scorer.event_change(evidence, inputs.change), steps)
+    # what a point decays toward after its last event: the base rates as that event left them (an open
+    # question's grow as values are named: the next step's, or the last ones after the last event)
+    after = np.tile(prior, (len(t), 1)) if steps is None else np.vstack([steps[1:], prior[None, :]])
+    before_any = prior if steps is None or not len(t) else steps[0]
 
     # the events, described in the filter's order; then the rejections
     described = _reading_events(evidence, options) + [
@@ -146,11 +153,13 @@ def history(store: Store, question_id: str, *, start: datetime | None, end: date
     n_points = len(point_t)
     last = np.searchsorted(t, point_t, side="right") - 1  # each point's last filter event (-1: none yet)
     has = last >= 0
-    state = np.tile(prior, (n_points, 1))
+    state = np.tile(before_any, (n_points, 1))
     state[has] = states[last[has]]
+    base = np.tile(before_any, (n_points, 1))
+    base[has] = after[last[has]]
     last_t = np.full(n_points, np.nan)
     last_t[has] = t[last[has]]
-    raw = scorer.decay_states(state, np.tile(prior, (n_points, 1)), np.full(n_points, rate), last_t, point_t)
+    raw = scorer.decay_states(state, base, np.full(n_points, rate), last_t, point_t)
     if len(evidence.reject_t):  # the options rejected by each point read 0 (scorer.apply_rejections, per point)
         onehot = np.zeros((len(evidence.reject_t), raw.shape[1]))
         onehot[np.arange(len(evidence.reject_t)), evidence.reject_answer] = 1.0

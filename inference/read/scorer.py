@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from doxa.data.evidence import Evidence, named_states
-from doxa.model import changes
+from doxa.model import changes, named_values
 from doxa.model.independence import independent_share
 
-from .params import (confusion_for_source, kind_change_rate, kind_prior, open_prior, reader_temperature,
+from .params import (confusion_for_source, kind_change_rate, kind_prior, new_value_weight, reader_temperature,
                      trust_for_source, typed)
 
 if TYPE_CHECKING:
@@ -74,6 +74,9 @@ class ModelInputs:
     #: (N, 2) ``g(same), g(differ)`` of each reading's reported change (:mod:`doxa.model.changes`);
     #: None: no reading reports one
     change: np.ndarray | None = None
+    #: (E, K_max) the base rates each event's step decays toward, in :func:`events` order; None
+    #: where they are ``prior``'s throughout (no open question: :func:`open_base_rates`)
+    event_prior: np.ndarray | None = None
 
 
 @dataclass
@@ -103,7 +106,8 @@ class Beliefs:
 
 # ---------------------------------------------------------------------------- inputs
 def question_priors(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> tuple[np.ndarray, np.ndarray]:
-    """``π`` (Q, K_max) and ``λ`` (Q,), computed once per distinct (kind, options)."""
+    """``π`` (Q, K_max) and ``λ`` (Q,), computed once per distinct (kind, options); an open
+    question's ``π`` here is before any event (:func:`open_base_rates` gives its steps')."""
     params = typed(params)
     qt = evidence.questions
     k_max = qt.k_max
@@ -112,8 +116,9 @@ def question_priors(evidence: Evidence, params: "ParamsDocument | dict[str, Any]
     group_rate = np.zeros(len(first))
     for g, i in enumerate(first.tolist()):
         k = int(qt.n_options[i])
-        group_prior[g, :k] = (open_prior(params, str(qt.kinds[i]), k - 1) if qt.is_open[i]
-                              else kind_prior(params, str(qt.kinds[i]), qt.options[i]))
+        # an open question's base rates before its evidence names a value: uniform over its states
+        # (doxa.model.named_values; its events' own are open_base_rates')
+        group_prior[g, :k] = 1.0 / k if qt.is_open[i] else kind_prior(params, str(qt.kinds[i]), qt.options[i])
         group_rate[g] = kind_change_rate(params, str(qt.kinds[i]))
     return np.take(group_prior, group, axis=0), np.take(group_rate, group)
 
@@ -127,6 +132,17 @@ def source_trust(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") 
     for s, (path, stated) in enumerate(zip(src.paths.tolist(), src.trust.tolist())):
         alpha[s], where[s] = trust_for_source(params, path, None if math.isnan(stated) else stated)
     return alpha, where
+
+
+def _renormalised(evidence: Evidence) -> np.ndarray:
+    """r (N, K_max): the reader's probabilities renormalised over the states it covers (uniform
+    where it gave none), before any temperature."""
+    k = evidence.questions.n_options[evidence.q]
+    mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
+    named = mask if evidence.unnamed is None else named_states(evidence)
+    r = np.where(mask, evidence.probs, 0.0)
+    total = np.where(named, r, 0.0).sum(axis=1, keepdims=True)
+    return np.where(total > 0, r / np.where(total > 0, total, 1.0), mask / k[:, None])
 
 
 def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> np.ndarray:
@@ -180,7 +196,9 @@ def model_inputs(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") 
     reported = changes.change_weight(evidence.changed, share, evidence.unrelated, evidence.one_off) if n else None
     change = None if reported is None else np.stack(changes.step_factors(
         reported, alpha_src[evidence.source_index]), axis=1)
-    return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where, change=change)
+    event_prior, prior = open_base_rates(evidence, params, prior)
+    return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where, change=change,
+                       event_prior=event_prior)
 
 
 def _apply_confusion(evidence: Evidence, params: "ParamsDocument", tempered, bracket):
@@ -214,6 +232,7 @@ def forward_filter(
     event_like: np.ndarray,
     at: float | np.ndarray,
     event_change: np.ndarray | None = None,
+    event_prior: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the filter for all questions; events must be sorted by (question, time).
 
@@ -221,7 +240,7 @@ def forward_filter(
     likelihood per question (Q,), time of each question's last event (Q,)): the states
     of :func:`filter_states`, decayed to ``at`` by :func:`decay_states`.
     """
-    state, log_marginal, last_t = filter_states(prior, rate, event_q, event_t, event_like, event_change)
+    state, log_marginal, last_t = filter_states(prior, rate, event_q, event_t, event_like, event_change, event_prior)
     return decay_states(state, prior, rate, last_t, at), log_marginal, last_t
 
 
@@ -232,13 +251,16 @@ def filter_states(
     event_t: np.ndarray,
     event_like: np.ndarray,
     event_change: np.ndarray | None = None,
+    event_prior: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The filter up to each question's last event: (state after it (Q, K), log marginal
     likelihood (Q,), the event's time (Q,), NaN for a question without events, whose
     state is its prior). Events must be sorted by (question, time). ``event_change`` (E, 2):
     ``g(same), g(differ)`` of each event's reported change (:func:`event_change`), which turn the
     decay before it into ``g(same) b (ρ + (1-ρ) π) + g(differ) (1-ρ) π (1 - b)``
-    (:mod:`doxa.model.changes`); None: none reported.
+    (:mod:`doxa.model.changes`); None: none reported. ``event_prior`` (E, K): the base rates of
+    each event's step where they change along the way (open questions, :func:`open_base_rates`;
+    a first event starts from its own); None: ``prior`` throughout.
 
     Questions are laid out longest first, and events rank-major in that order: the
     questions that still have an n-th event are then a prefix of the layout, and the
@@ -265,6 +287,7 @@ def filter_states(
     like = np.take(event_like, source_row, axis=0)
     times = np.take(event_t, source_row)
     change = None if event_change is None else np.take(event_change, source_row, axis=0)
+    steps = None if event_prior is None else np.take(event_prior, source_row, axis=0)
 
     belief = prior[layout]  # a copy, in layout order
     prior_l, rate_l = belief.copy(), rate[layout]
@@ -274,15 +297,18 @@ def filter_states(
         c = int(alive[n])
         b = belief[:c]
         t = times[block[n]:block[n + 1]]
+        base = prior_l[:c] if steps is None else steps[block[n]:block[n + 1]]
         if n > 0:
             rho = np.exp(-rate_l[:c] * np.maximum(t - last_l[:c], 0.0))[:, None]
             if change is None:
                 b *= rho
-                b += (1.0 - rho) * prior_l[:c]
+                b += (1.0 - rho) * base
             else:
                 g = change[block[n]:block[n + 1]]
-                moved = (1.0 - rho) * prior_l[:c]
+                moved = (1.0 - rho) * base
                 b[:] = g[:, :1] * b * (rho + moved) + g[:, 1:] * moved * (1.0 - b)
+        elif steps is not None:
+            b[:] = base
         event = like[block[n]:block[n + 1]]
         b *= event
         z = b.sum(axis=1)
@@ -344,6 +370,38 @@ def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.n
     settle_like[np.arange(len(evidence.settle_q)), evidence.settle_answer] = 1.0
     return (np.r_[evidence.q, evidence.settle_q][order], np.r_[evidence.t, evidence.settle_t][order],
             np.vstack([like, settle_like])[order])
+
+
+def open_base_rates(evidence: Evidence, params: "ParamsDocument", prior: np.ndarray
+                    ) -> tuple[np.ndarray | None, np.ndarray]:
+    """The base rates of each event's step, in :func:`events` order (None: ``prior``'s
+    throughout, no open question), and those after each question's last event: an open
+    question's values enter them as the evidence names them (:mod:`doxa.model.named_values`)."""
+    qt = evidence.questions
+    if not qt.is_open.any():
+        return None, prior
+    n, k_max = evidence.probs.shape
+    k_read = qt.n_options[evidence.q]
+    u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)
+    o = np.clip(evidence.one_off, 0.0, 1.0)
+    mass = np.vstack([
+        named_values.stated_mass(_renormalised(evidence), named_states(evidence), (1 - u) * (1 - o), k_read),
+        named_values.stated_mass(np.zeros((len(evidence.settle_q), k_max)), np.zeros((len(evidence.settle_q), k_max),
+                                 dtype=bool), np.ones(len(evidence.settle_q)), qt.n_options[evidence.settle_q],
+                                 settled=evidence.settle_answer)])
+    order = event_order(evidence)
+    q = np.r_[evidence.q, evidence.settle_q].astype(np.int64)
+    if order is not None:
+        q, mass = q[order], mass[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(q)) + 1] if len(q) else np.zeros(0, np.int64)
+    rank = np.arange(len(q)) - np.repeat(starts, np.diff(np.r_[starts, len(q)]))
+    before, after = named_values.named_so_far(q, rank, mass, len(qt.ids))
+    kinds, kind_of = np.unique(np.asarray(qt.kinds, dtype=str), return_inverse=True)
+    theta = np.array([new_value_weight(params, kind) for kind in kinds.tolist()])[kind_of.reshape(-1)]
+    final = np.where(qt.is_open[:, None], named_values.base_rates(theta, after, qt.n_options), prior)
+    event_prior = np.where(qt.is_open[q][:, None], named_values.base_rates(theta[q], before, qt.n_options[q]),
+                           np.take(prior, q, axis=0))
+    return event_prior, final
 
 
 def apply_rejections(evidence: Evidence, belief: np.ndarray) -> np.ndarray:
@@ -408,7 +466,8 @@ def score(evidence: Evidence, params: "ParamsDocument | dict[str, Any]", at: flo
     if at is None:
         at = evidence.at
     q, t, like = events(evidence, inputs.likelihood)
-    state, _, last_t = filter_states(inputs.prior, inputs.rate, q, t, like, event_change(evidence, inputs.change))
+    state, _, last_t = filter_states(inputs.prior, inputs.rate, q, t, like, event_change(evidence, inputs.change),
+                                     inputs.event_prior)
     n_q = len(evidence.questions.ids)
     return beliefs_from_states(evidence, state, inputs.prior, inputs.rate, last_t, at,
                                params.calibration if calibrate else None,

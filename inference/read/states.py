@@ -55,6 +55,9 @@ class States:
     last_t: np.ndarray  # (Q,) days; NaN for a question without events (state = prior)
     n_evidence: np.ndarray  # (Q,)
     n_settled: np.ndarray  # (Q,)
+    #: (Q, K_max) the base rates each state decays toward where its evidence made them (an open
+    #: question's, doxa.model.named_values); NaN rows: the question's from the parameters
+    base: np.ndarray | None = None
 
 
 def version_key(params: dict[str, Any]) -> int:
@@ -68,17 +71,19 @@ def compute(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> St
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
     state, _, last_t = scorer.filter_states(inputs.prior, inputs.rate, q, t, like,
-                                            scorer.event_change(evidence, inputs.change))
+                                            scorer.event_change(evidence, inputs.change), inputs.event_prior)
     n_q = len(evidence.questions.ids)
+    base = np.where(evidence.questions.is_open[:, None], inputs.prior, np.nan)
     return States(questions=evidence.questions, state=state, last_t=last_t,
                   n_evidence=np.bincount(evidence.q, minlength=n_q),
-                  n_settled=np.bincount(evidence.settle_q, minlength=n_q))
+                  n_settled=np.bincount(evidence.settle_q, minlength=n_q), base=base)
 
 
 def write(store: Store, states: States, params: dict[str, Any], epoch: int, *, replace_all: bool = False) -> None:
     """Keep ``states`` (computed from the evidence as of ``epoch``); inside the caller's write."""
     store.write_states(states.questions.ids, states.questions.n_options, states.state, states.last_t,
-                       states.n_evidence, states.n_settled, version_key(params), epoch, replace_all=replace_all)
+                       states.n_evidence, states.n_settled, version_key(params), epoch, replace_all=replace_all,
+                       base=states.base)
 
 
 def refresh(store: Store, params: dict[str, Any], question_ids: list[str] | None) -> int:
@@ -158,17 +163,25 @@ def read_inputs(store: Store, params: dict[str, Any], question_ids: list[str] | 
     n_evidence[have] = kept["n_evidence"][have]
     n_settled[have] = kept["n_settled"][have]
     prior, rate = scorer.question_priors(_only_questions(questions), document)
+    own = np.flatnonzero(usable & ~np.isnan(kept["base"][:, 0])) if n_q else np.zeros(0, np.int64)
+    prior[own] = kept["base"][own, :k_max]  # an open question's, as its evidence left them
     if fresh is not None:
         # the loaded questions are those missing, in the same id order
         computed = compute(fresh, document)
-        state[missing] = computed.state[:, :k_max] if computed.state.shape[1] >= k_max else np.pad(
-            computed.state, ((0, 0), (0, k_max - computed.state.shape[1])))
+        state[missing] = _width(computed.state, k_max)
+        based = ~np.isnan(computed.base[:, 0]) if len(missing) else np.zeros(0, dtype=bool)
+        prior[missing[based]] = _width(computed.base, k_max)[based]
         last_t[missing] = computed.last_t
         n_evidence[missing] = computed.n_evidence
         n_settled[missing] = computed.n_settled
     return ReadInputs(questions=questions, state=state, last_t=last_t, n_evidence=n_evidence, n_settled=n_settled,
                       prior=prior, rate=rate, rejections=rejections, calibration=params["calibration"],
                       params_version=params.get("version"), newest=newest)
+
+
+def _width(rows: np.ndarray, k_max: int) -> np.ndarray:
+    """``rows`` (Q, K) cut or padded with zeros to ``k_max`` columns."""
+    return rows[:, :k_max] if rows.shape[1] >= k_max else np.pad(rows, ((0, 0), (0, k_max - rows.shape[1])))
 
 
 def beliefs_from_inputs(inputs: ReadInputs, t_query: float) -> scorer.Beliefs:
