@@ -18,8 +18,8 @@ that order. Each answer is appended to ``OUT/results.jsonl`` as it comes, and ``
 with that file: answers already there are kept (a failed one is asked again), the rest are asked,
 and the report covers every answer the folder holds — so a run of hours can be stopped and taken
 up again, in another session, with the same settings (refused otherwise; each answer records the
-commit it ran on). Without ``--resume`` a folder that already holds answers is refused, not
-overwritten:
+commit it ran on); ``--redo SYSTEMS`` asks those systems' kept answers again (their code
+changed). Without ``--resume`` a folder that already holds answers is refused, not overwritten:
 
 - ``doxa``: ``remember_conversation`` (organize + read every turn), then ``mem.answer``;
 - ``doxa-lazy``: ``remember_conversation(keep_only=True)`` (no model call at ingest), then
@@ -747,11 +747,13 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
     return results
 
 
-def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool) -> list[dict[str, Any]]:
+def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool,
+                    redo: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The answers ``out`` holds from an earlier run, to go on with (``resume``); a failed answer
-    (``error``) is left out, so it is asked again. Refused (ValueError, saying what to do) when the
-    folder holds answers and ``resume`` is off — they would be overwritten — or when they were
-    made with other settings, which would mix two benchmarks in one table."""
+    (``error``) is left out, so it is asked again, and so are the answers of the systems in ``redo``
+    (their code changed since). Refused (ValueError, saying what to do) when the folder holds
+    answers and ``resume`` is off — they would be overwritten — or when they were made with other
+    settings, which would mix two benchmarks in one table."""
     path = out / "results.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     if not any(line.strip() for line in lines):
@@ -777,7 +779,7 @@ def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool) -> lis
             if number == len(lines):  # a run killed while writing its last line: that answer is asked again
                 continue
             raise ValueError(f"{path}, line {number}: not JSON; remove that line to resume") from None
-        if not row.get("error"):
+        if not row.get("error") and row.get("system") not in redo:
             kept.append(row)
     return kept
 
@@ -1003,7 +1005,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument("--resume", action="store_true",
                         help="go on with the answers --out already holds (same settings): ask only the rest")
+    parser.add_argument("--redo", default="",
+                        help="with --resume: systems whose kept answers are asked again (comma-separated; "
+                             "their code changed since); the others' are kept")
     args = parser.parse_args(argv)
+    redo = frozenset(x.strip() for x in args.redo.split(",") if x.strip())
+    if redo and not args.resume:
+        parser.error("--redo goes with --resume: it names the kept answers of --out to ask again")
+    if redo - set(ALL_SYSTEMS):
+        parser.error(f"--redo: unknown system(s) {', '.join(sorted(redo - set(ALL_SYSTEMS)))}; "
+                     f"known: {', '.join(ALL_SYSTEMS)}")
 
     allowed = ORACLE_SYSTEMS if args.reader == "oracle" else ALL_SYSTEMS
     systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else list(allowed)
@@ -1021,7 +1032,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"data": str(Path(args.data).resolve()), "reader": args.reader, "model": args.model, "k": args.k, "context_tokens": args.context_tokens,
                 "answer_tokens": args.answer_tokens, "logprobs": not args.no_logprobs, "oracle_own": ORACLE_OWN}
     try:
-        earlier = earlier_answers(out, settings, resume=args.resume)
+        earlier = earlier_answers(out, settings, resume=args.resume, redo=redo)
     except ValueError as err:
         parser.error(str(err))
     done = {(r["system"], r["id"]) for r in earlier}

@@ -333,6 +333,16 @@ def test_a_run_goes_on_with_resume_and_never_overwrites_answers(bench, capsys, t
     report_only = run_json(bench, capsys, "--reader", "oracle", *both, "--resume", "--limit", "0",
                            "--out", str(tmp_path))
     assert report_only["rows"] == whole["rows"] and (tmp_path / "results.jsonl").read_text().splitlines() == lines
+    # --redo: one system's kept answers asked again (its code changed), the other's kept as they are
+    kept_oracle = [line for line in lines if json.loads(line)["system"] == "latest-oracle"]
+    redone = run_json(bench, capsys, "--reader", "oracle", *both, "--resume", "--redo", "doxa-oracle-reader",
+                      "--out", str(tmp_path))
+    after = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert redone["resumed"] == len(kept_oracle) and redone["rows"] == whole["rows"]
+    assert after[:len(kept_oracle)] == kept_oracle and len(after) == len(lines)
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(TINY), "--reader", "oracle", "--redo", "rag", "--out", str(tmp_path)])
+    assert "--redo goes with --resume" in capsys.readouterr().err
 
 
 def test_goals_are_judged_from_the_rows_by_hand(bench):
