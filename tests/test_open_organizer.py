@@ -15,6 +15,7 @@ from doxa.data import organizer_instructions, question_ops
 from doxa.inference.agent.organizer_client import OpenAIChatOrganizer
 from doxa.inference.agent.organizer_schema import OrganizerOutput, OrganizerRequest, check_output
 from doxa.inference.agent.reader_prompts import SYSTEM_PROMPT
+from doxa.inference.agent.reading import ReaderError
 from doxa.inference.agent.readers import OpenAIChatReader, Reader, Reading
 from doxa.inference.agent.remember import RememberError
 from llm_server import FakeChatServer, value_organizer
@@ -256,11 +257,9 @@ def test_a_reading_of_an_open_question_puts_a_move_with_no_address_on_unlisted()
         reader = reader_for(server)
         reading = reader.read("We moved, no address yet", "Where does Maya live?", ["12 Elm Street", "5 Oak Lane"],
                               subject="Maya", open=True)
-        request, change = server.requests_of("reader")  # the reading, then whether it says the answer changed
+        [request] = server.requests_of("reader")  # the change question is off by default
     labels = request["labels"]
-    assert change["labels"] == {"A": "Yes: it says that for Maya this changed or is new",
-                                "B": "No: it does not say that it changed"}
-    assert reading.changed < 0.2  # the scripted model says no: the message does not say it changed
+    assert reading.changed == 0.0
     assert labels["C"] == "A different answer for Maya, not listed above"
     assert labels["D"].startswith("The message talks about this for Maya")
     assert reading.unlisted > 0.5 and reading.unlisted > max(reading.probs.values())
@@ -276,8 +275,8 @@ def test_a_reading_of_an_open_question_puts_a_move_with_no_address_on_unlisted()
 
 
 def test_a_reading_that_says_the_answer_changed_carries_it_and_one_that_states_nothing_is_not_asked():
-    with FakeChatServer({**READER_RULES, "we moved": "changed"}) as server:
-        reader = reader_for(server)
+    with FakeChatServer({**READER_RULES, "we moved": "changed", "she stays": "unchanged"}) as server:
+        reader = reader_for(server, ask_changes=True)
         moved = reader.read("We moved, no address yet", "Where does Maya live?", ["12 Elm Street"],
                             subject="Maya", open=True)
         asked = len(server.requests_of("reader"))
@@ -286,6 +285,21 @@ def test_a_reading_that_says_the_answer_changed_carries_it_and_one_that_states_n
         calls = len(server.requests_of("reader")) - asked
     assert asked == 2 and moved.changed > 0.8 and moved.to_record("m1", "maya.home")["changed"] == moved.changed
     assert calls == 1 and nothing.changed == 0.0 and "changed" not in nothing.to_record("m2", "maya.home")
+    change = server.requests_of("reader")[1]
+    assert change["labels"] == {"A": "Yes: it says that for Maya this changed or is new",
+                                "B": "No: it does not say that it changed"}
+    with FakeChatServer(READER_RULES) as server:  # a value stated with no word of a change: a low number
+        stays = reader_for(server, ask_changes=True).read("Maya is at 12 Elm Street", "Where does Maya live?",
+                                                          ["12 Elm Street"], subject="Maya", open=True)
+    assert 0.0 < stays.changed < 0.2
+
+
+def test_the_change_question_is_turned_on_from_the_environment_and_a_bad_value_is_refused():
+    assert OpenAIChatReader.settings_from_env({"DOXA_READER_CHANGES": "1"}) == {"ask_changes": True}
+    assert OpenAIChatReader.settings_from_env({"DOXA_READER_CHANGES": "0", "DOXA_READER_BATCH": "3"}) == {
+        "ask_changes": False, "batch": 3}
+    with pytest.raises(ReaderError, match="DOXA_READER_CHANGES must be 1"):
+        OpenAIChatReader.settings_from_env({"DOXA_READER_CHANGES": "yes"})
 
 
 def test_an_open_question_with_no_value_yet_is_read_on_unlisted_alone():
@@ -303,8 +317,7 @@ def test_a_batch_reads_closed_questions_together_and_open_ones_with_their_unlist
             ("Where does Maya live?", ["12 Elm Street"], "Maya", True),
             ("Is Maya allergic to peanuts?", ["yes", "no"], "Maya", False)])
         kinds = [r["kind"] for r in server.requests]
-    # the open one on its own, then whether it says the answer changed (it states an answer)
-    assert kinds.count("reader-batch") == 1 and kinds.count("reader") == 2
+    assert kinds.count("reader-batch") == 1 and kinds.count("reader") == 1
     diet, home, allergy = readings
     assert diet.top == "vegetarian" and diet.unlisted is None and diet.reader_version.endswith("-batch-1")
     assert allergy.unlisted is None and set(allergy.probs) == {"yes", "no"}
