@@ -144,7 +144,7 @@ def render_explanation(ex) -> None:
     for t in ex.terms:
         reader = ", ".join(f"{_e(o)} {p:.2f}" for o, p in t.reader_probs.items() if p >= 0.05) or "nothing"
         extras = [f"{name} {v:.2f}" for name, v in (("unclear", t.unclear), ("unrelated", t.unrelated),
-                                                    ("one-off", t.one_off)) if v >= 0.2]
+                                                    ("one-off", t.one_off), ("changed", t.changed)) if v >= 0.2]
         text = t.text if len(t.text) <= 70 else t.text[:69] + "…"
         trust = f"trust {t.trust:.2f} ({_e(t.trust_from)})" if t.trust is not None else ""
         style = "dim" if t.ignored else ""

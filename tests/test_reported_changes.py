@@ -122,3 +122,10 @@ def test_the_fits_likelihood_is_the_filters_with_reported_changes(monkeypatch):
     # and it is not the likelihood without the reports
     plain, _ = filter_evidence(replace(evidence, changed=None), structure, derived)
     assert np.abs(plain.log_marginal[has] - result.log_marginal[has]).max() > 0.1
+
+
+def test_an_explanation_shows_the_reported_change_of_each_reading():
+    with doxa.open(":memory:", log_reads=False) as memory:
+        memory.ingest(records(changed=0.75))
+        terms = memory.explain("me.postcards", "2024-03-02").to_dict()["terms"]
+    assert [(t["message"], t["changed"]) for t in terms] == [("m1", 0.0), ("m2", 0.75)]

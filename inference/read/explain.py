@@ -83,7 +83,7 @@ def explanation(store: Store, question_id: str, at: datetime, act_at: float) -> 
             source=item["source"], source_path=item["path"], trust=alpha, trust_from=node,
             reader=item["reader"], reader_probs=reader_probs, unclear=float(item["unclear"]),
             unrelated=float(item["unrelated"]), one_off=float(item["one_off"]),
-            llr_top=llr, weight_left=weight, ignored=item["ignored"],
+            llr_top=llr, weight_left=weight, ignored=item["ignored"], changed=float(item["changed"]),
         ))
     prior = {o: float(inputs.prior[0, j]) for j, o in enumerate(options)}
     return Explanation(

@@ -59,6 +59,7 @@ class EvidenceTerm:
     llr_top: float | None  # log-likelihood ratio for the top answer at its time
     weight_left: float | None  # exp(-λ (T - t)): how much of it remains at the query time
     ignored: str | None = None
+    changed: float = 0.0  # how surely the message reports that the answer changed (docs/design.md §2)
 
 
 @dataclass
