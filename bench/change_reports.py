@@ -9,7 +9,11 @@ probability of "yes, it changed" is kept. Printed: its mean on the later turns a
 the AUC of telling them apart (the probability that a later turn gets the higher number), and
 the model's calls and seconds.
 
-    python bench/change_reports.py --data PATH --url URL [--model M] [--limit N] [--json]
+``--wording cues`` asks a second wording instead, one that names the words that mark a change;
+``--category`` keeps the records of one LongMemEval category (before ``--limit``).
+
+    python bench/change_reports.py --data PATH --url URL [--model M] [--category C] [--limit N]
+        [--wording present|cues] [--json]
 """
 
 from __future__ import annotations
@@ -42,6 +46,31 @@ def cases(records: list[bench.Record]) -> list[tuple[bench.Record, bench.Turn, b
     return out
 
 
+def cues_text(message_text: str, question_text: str) -> str:
+    """The second wording: the change question with the words that mark a change named."""
+    from doxa.inference.agent import reader_prompts as rp
+
+    return "\n".join([
+        f"Message: {rp._quoted(message_text)}", f"Topic: {rp._one_line(question_text)}",
+        "Does the message say that something is different now than it was before? Look for words such as: now, "
+        "new, no longer, not anymore, switched, changed, moved, upgraded, went up, increased, started, stopped, "
+        "finally.",
+        "A. Yes, it says it is different now", "B. No, it just says how things are", "Answer:"])
+
+
+def cues_messages(message_text: str, question_text: str, subject: str | None) -> list[dict[str, str]]:
+    from doxa.inference.agent import reader_prompts as rp
+
+    examples = (
+        (cues_text("Ines left Acme in May, she works for Globex now.", "Where does Ines work?"), "A"),
+        (cues_text("I've been doing yoga twice a week for a couple of years.", "How often do I do yoga?"), "B"),
+        (cues_text("We finally got a second car, so there are two in the driveway now.", "How many cars do we have?"),
+         "A"),
+        (cues_text("Maya runs five kilometres before work every morning.", "How far does Maya run?"), "B"),
+    )
+    return rp._conversation(rp.ONE_OFF_SYSTEM_PROMPT, examples, cues_text(message_text, question_text))
+
+
 def auc(positive: list[float], negative: list[float]) -> float | None:
     """P(a positive scores above a negative), ties counted half (the Mann–Whitney form)."""
     if not positive or not negative:
@@ -56,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", required=True, help="an OpenAI-compatible base URL (scripts/llm_server.sh)")
     parser.add_argument("--model", default="reader")
     parser.add_argument("--limit", type=int, default=None, help="at most this many records")
+    parser.add_argument("--category", default=None, help="only the records of this LongMemEval question_type")
+    parser.add_argument("--wording", choices=("present", "cues"), default="present",
+                        help="the reader's change question (present) or the second wording that names the cues")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -64,10 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     from doxa.inference.agent.reader_prompts import change_messages
 
     reader = OpenAIChatReader(url=args.url, model=args.model, timeout_s=args.timeout)
-    records = bench.load_records(args.data)[: args.limit]
+    records = [r for r in bench.load_records(args.data) if args.category in (None, r.category)][: args.limit]
+    ask = change_messages if args.wording == "present" else cues_messages
     rows, started = [], time.perf_counter()
     for record, turn, later in cases(records):
-        p = reader._letters(reader._ask(change_messages(turn.content, record.question, "the user"), 1)[0], "AB")["A"]
+        p = reader._letters(reader._ask(ask(turn.content, record.question, "the user"), 1)[0], "AB")["A"]
         rows.append({"id": record.id, "category": record.category, "later": later, "p_changed": p})
         if not args.json:
             print(f"{record.id:<14} {record.category:<20} {'later' if later else 'first':<6} {p:.3f}", flush=True)
@@ -76,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     others = [r["p_changed"] for r in rows if not r["later"]]
     single = [r["p_changed"] for r in rows if r["category"] == "single-session-user"]
     first = [r["p_changed"] for r in rows if r["category"] == "knowledge-update" and not r["later"]]
-    summary = {"model": args.model, "turns": len(rows), "calls": reader.requests, "seconds": seconds,
+    summary = {"model": args.model, "wording": args.wording, "turns": len(rows), "calls": reader.requests, "seconds": seconds,
                "mean_later": sum(later) / len(later) if later else None,
                "mean_first_update": sum(first) / len(first) if first else None,
                "mean_single_session": sum(single) / len(single) if single else None,

@@ -406,3 +406,10 @@ def test_the_change_question_study_scores_later_update_turns_against_the_rest(ca
     assert [r["later"] for r in result["rows"] if r["id"].startswith("tiny_gym")] == [False, True, False, True]
     assert result["mean_later"] > 0.8 > 0.2 > result["mean_first_update"]
     assert result["auc_later_vs_others"] == 1.0 and result["auc_later_vs_first"] == 1.0
+    # the second wording, updates only (its answers are worded otherwise: a rule for each)
+    with FakeChatServer({"switched": "yes, it says", "6 pm most weekdays": "no, it just says"}) as server:
+        for change_reports in loaded("change_reports.py", "change_reports_bench"):
+            assert change_reports.main(["--data", str(TINY), "--url", server.url, "--wording", "cues",
+                                        "--category", "knowledge-update", "--json"]) == 0
+    cues = json.loads(capsys.readouterr().out)
+    assert cues["wording"] == "cues" and cues["turns"] == 4 and cues["auc_later_vs_first"] == 1.0
