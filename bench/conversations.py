@@ -25,6 +25,11 @@ changed). Without ``--resume`` a folder that already holds answers is refused, n
 - ``doxa-lazy``: ``remember_conversation(keep_only=True)`` (no model call at ingest), then
   ``mem.answer``, which creates the question, reads the turns search finds and answers;
   ingest cost and question-time cost are reported apart;
+- ``doxa-learned``: ``doxa``'s store, read again under the parameters the nightly job fits from
+  the *other* questions' settled oracle stores (:class:`OracleLearned`, cross-fitted; the fitted
+  kind's change rate and new-value weight given to the kind of the question ``doxa`` tracks):
+  what doxa says once it has learned from settled answers. Run beside ``doxa`` it costs no
+  model call of its own (the same store, its question already read); alone, it runs the pipeline;
 - ``full-context``: every session in the prompt, cut from the oldest end to fit the context
   (``--context-tokens``; a question whose prompt was cut is counted in ``truncated``);
 - ``full-user``: every user turn with its session's date, cut the same way;
@@ -70,6 +75,7 @@ whose ``rows`` hold one entry per (system, LongMemEval ``question_type``). Progr
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -89,7 +95,7 @@ import numpy as np
 
 from doxa.inference.agent.conversation import ModelCost
 
-MODEL_SYSTEMS = ("doxa", "doxa-lazy", "full-context", "full-user", "rag", "latest-fact")
+MODEL_SYSTEMS = ("doxa", "doxa-lazy", "doxa-learned", "full-context", "full-user", "rag", "latest-fact")
 ORACLE_SYSTEMS = ("doxa-oracle-reader", "doxa-oracle-learned", "latest-oracle")
 ALL_SYSTEMS = MODEL_SYSTEMS + ORACLE_SYSTEMS
 #: The oracle reader's reading of a has_answer turn: its own value with this probability, the rest
@@ -442,6 +448,8 @@ class Systems:
         self.reader = self.meter.attach(OpenAIChatReader(**common))
         self.questions = self.meter.attach(QuestionModel(**common))
         self.budget = args.context_tokens - PROMPT_RESERVE - args.answer_tokens
+        #: doxa-learned's outcomes, kept by :meth:`doxa` for the record it read them for
+        self.learned_outcomes: dict[str, Outcome] = {}
 
     def _ask(self, record: Record, title: str, lines: list[str]) -> tuple[str, float | None, bool]:
         """The model's answer over ``lines`` cut to the context; a server that still finds the prompt
@@ -519,7 +527,10 @@ class Systems:
         out.ingest = ingest
         return out
 
-    def doxa(self, record: Record, *, lazy: bool = False) -> Outcome:
+    def doxa(self, record: Record, *, lazy: bool = False, learned: dict[str, Any] | None = None) -> Outcome:
+        """``doxa`` (``doxa-lazy`` with ``lazy``); with ``learned`` (a parameter document), the same
+        store is then read again under it, and that outcome kept for ``doxa-learned``
+        (:meth:`doxa_learned`)."""
         import doxa
 
         memory = doxa.open(":memory:", log_reads=False)
@@ -531,13 +542,42 @@ class Systems:
                 conversation_sessions(record), keep_only=lazy,
                 organizer=None if lazy else self.organizer, reader=None if lazy else self.reader)
             ingest = self.meter.now() - before
-            before = self.meter.now()
+            asking = self.meter.now()
             result = memory.answer(record.question, at=record.asked_at, reader=self.reader, model=self.questions,
                                    use_env=False)
-            return _doxa_outcome(result, ingest=ingest, question=self.meter.now() - before,
-                                 conversation=_to_dict(kept))
+            out = _doxa_outcome(result, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept))
+            if learned is not None:
+                memory.store.publish_params(learned_for(learned, memory, result.question))
+                again = memory.answer(record.question, at=record.asked_at, reader=self.reader, model=self.questions,
+                                      use_env=False)
+                # its question-time cost: both answers (the first made the question it reads)
+                self.learned_outcomes[record.id] = _doxa_outcome(
+                    again, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept),
+                    params="fitted on the other questions' settled oracle stores")
+            return out
         finally:
             memory.close()
+
+    def doxa_learned(self, record: Record, learned: "OracleLearned") -> Outcome:
+        """``doxa-learned``: the outcome :meth:`doxa` kept for the record, else the pipeline run for it."""
+        if record.id not in self.learned_outcomes:
+            params = learned.params_for(record)
+            if params is None:
+                return Outcome(answer=None, abstained=True, error="no other question has a settled answer to learn from")
+            self.doxa(record, learned=params)
+        return self.learned_outcomes.pop(record.id)
+
+
+def learned_for(document: dict[str, Any], memory, question: str | None) -> dict[str, Any]:
+    """``document`` (fitted on oracle stores, whose one kind is ``asked``) with that kind's entry also
+    given to the kind of ``question`` (the question doxa tracks, whose kind the model named): what
+    the fit learned about questions asked of a user's conversation, for this one."""
+    out = copy.deepcopy(document)
+    if question is not None and "asked" in out.get("kinds", {}):
+        kind = memory.store.question(question)["kind"]
+        out["kinds"][kind] = copy.deepcopy(out["kinds"]["asked"])
+    out.pop("version", None)
+    return out
 
 
 def conversation_sessions(record: Record) -> list[Any]:
@@ -711,12 +751,18 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
     cost; each is also handed to ``sink`` as it comes (a long run stopped part-way keeps what it did)."""
     needs_model = [s for s in systems if s in MODEL_SYSTEMS]
     model = Systems(args) if needs_model else None
+    learned = OracleLearned(records) if {"doxa-learned", "doxa-oracle-learned"} & set(systems) else None
+    # beside doxa, doxa-learned reads doxa's own store again (asked in the same pass, before it)
+    with_learned = "doxa-learned" in systems and "doxa" in systems and \
+        systems.index("doxa") < systems.index("doxa-learned")
     answer = {"full-context": lambda r: model.full_context(r), "full-user": lambda r: model.full_user(r),
               "rag": lambda r: model.rag(r), "latest-fact": lambda r: model.latest_fact(r),
-              "doxa": lambda r: model.doxa(r), "doxa-lazy": lambda r: model.doxa(r, lazy=True),
+              "doxa": lambda r: model.doxa(r, learned=learned.params_for(r) if with_learned else None),
+              "doxa-lazy": lambda r: model.doxa(r, lazy=True),
+              "doxa-learned": lambda r: model.doxa_learned(r, learned),
               "doxa-oracle-reader": oracle_reader, "latest-oracle": latest_oracle}
     if "doxa-oracle-learned" in systems:
-        answer["doxa-oracle-learned"] = OracleLearned(records)
+        answer["doxa-oracle-learned"] = learned
     results = []
     for n, record in enumerate(records, start=1):
         for system in systems:
@@ -847,7 +893,7 @@ def summarise(results: list[dict[str, Any]], group: Callable[[dict], tuple]) -> 
 
 KNOWLEDGE_UPDATE, SINGLE_SESSION = "knowledge-update", "single-session-user"
 #: doxa's own variants: "the best other system" is the best of the rest on the same model
-DOXA_SYSTEMS = ("doxa", "doxa-lazy")
+DOXA_SYSTEMS = ("doxa", "doxa-lazy", "doxa-learned")
 
 
 def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

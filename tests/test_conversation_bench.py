@@ -413,3 +413,28 @@ def test_the_change_question_study_scores_later_update_turns_against_the_rest(ca
                                         "--category", "knowledge-update", "--json"]) == 0
     cues = json.loads(capsys.readouterr().out)
     assert cues["wording"] == "cues" and cues["turns"] == 4 and cues["auc_later_vs_first"] == 1.0
+
+
+def test_doxa_learned_reads_doxas_store_again_under_the_fit_on_the_other_questions(bench, capsys, tmp_path):
+    """Beside doxa, doxa-learned costs no model call of its own: doxa's store, read under the
+    parameters fitted on the other questions' settled oracle stores (their kind's dynamics given to
+    the question doxa tracks); alone, it runs the pipeline for itself and says the same."""
+    from llm_server import answer_model
+
+    rules = {"7 am": "7 am", "6 pm": "6 pm", "denver": "Denver"}
+    with FakeChatServer(rules, organizer=answer_model(propose=propose_script, otherwise=window_script),
+                        answerer=scripted) as server:
+        run_json(bench, capsys, "--url", server.url, "--systems", "doxa,doxa-learned", "--out", str(tmp_path / "a"))
+        alone = run_json(bench, capsys, "--url", server.url, "--systems", "doxa-learned",
+                         "--out", str(tmp_path / "b"))
+    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    plain, learned = by_id(results, "doxa"), by_id(results, "doxa-learned")
+    assert set(plain) == set(learned) and not any(r["error"] for r in learned.values())
+    for qid, r in learned.items():
+        assert r["params"].startswith("fitted on the other questions") and r["tracked"] == plain[qid]["tracked"]
+        assert r["ingest"] == plain[qid]["ingest"]  # the same store: no ingest of its own
+        assert r["at_question"]["calls"] >= plain[qid]["at_question"]["calls"]
+    # read under other parameters: the same question's probability moves
+    assert any(r["confidence"] != plain[q]["confidence"] for q, r in learned.items() if r["confidence"] is not None)
+    alone_rows = {(r["system"], r["category"]): r["accuracy"] for r in alone["rows"]}
+    assert alone_rows and all(system == "doxa-learned" for system, _ in alone_rows)
