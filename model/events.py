@@ -101,9 +101,8 @@ class EventStream:
         rank = np.arange(len(q)) - np.repeat(starts, lengths)
         change = np.where(rank > 0, change[order], 0.0)  # a first event has no earlier answer to differ from
         open_q = structure.question_open if len(structure.question_open) else np.zeros(len(k_q), dtype=bool)
-        mass = np.vstack([stated_mass(r, named, clear, k_read) if n else np.zeros((0, k_max)),
-                          stated_mass(np.zeros((n_s, k_max)), np.zeros((n_s, k_max), dtype=bool), np.ones(n_s),
-                                      k_q[evidence.settle_q[s_rows]], settled=answer[n:])])[order]
+        mass = stated_mass(r, named, clear, k_read, answer[n:],
+                           k_q[evidence.settle_q[s_rows]])[order]
         mass[~open_q[q]] = 0.0
         named_before, named_after = named_so_far(q, rank, mass, len(k_q))
         return cls(q=q, t=t[order], is_settlement=is_settle[order], answer=answer[order], leaf=leaf[order],

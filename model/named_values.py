@@ -38,19 +38,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def stated_mass(r: np.ndarray, named: np.ndarray, clarity: np.ndarray, k: np.ndarray,
-                settled: np.ndarray | None = None) -> np.ndarray:
-    """(E, K_max) how surely each event names each value: a reading's ``r_j (1-u)(1-o)`` on the
-    values it named (``named``), a settlement's 1 on its answer (``settled``: its option, -1 for a
-    reading); 0 on ``unlisted`` (state ``k - 1``) and beyond."""
-    k = np.asarray(k)
+def stated_mass(r: np.ndarray, named: np.ndarray, clarity: np.ndarray, k_read: np.ndarray,
+                settled: np.ndarray, k_settled: np.ndarray) -> np.ndarray:
+    """(N + S, K_max) how surely each event names each value, readings then settlements: a
+    reading's ``r_j (1-u)(1-o)`` (``clarity``) on the values it named (``named``), a settlement's 1
+    on its answer (``settled``, its question having ``k_settled`` states); 0 on ``unlisted`` (state
+    ``k - 1``) and beyond."""
     columns = np.arange(r.shape[1])[None, :]
-    value = columns < (k[:, None] - 1)
-    mass = np.where(value & named, np.clip(r, 0.0, 1.0) * np.clip(clarity, 0.0, 1.0)[:, None], 0.0)
-    if settled is not None:
-        on = np.asarray(settled) >= 0
-        mass[on] = np.where(columns == np.asarray(settled)[on, None], 1.0, 0.0) * value[on]
-    return mass
+    k_read, k_settled = np.asarray(k_read), np.asarray(k_settled)
+    read = np.where((columns < (k_read[:, None] - 1)) & named,
+                    np.clip(r, 0.0, 1.0) * np.clip(clarity, 0.0, 1.0)[:, None], 0.0)
+    said = ((columns == np.asarray(settled)[:, None]) & (columns < (k_settled[:, None] - 1))).astype(np.float64)
+    return np.vstack([read, said])
 
 
 def named_so_far(q: np.ndarray, rank: np.ndarray, mass: np.ndarray, n_questions: int

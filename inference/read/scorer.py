@@ -384,11 +384,8 @@ def open_base_rates(evidence: Evidence, params: "ParamsDocument", prior: np.ndar
     k_read = qt.n_options[evidence.q]
     u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)
     o = np.clip(evidence.one_off, 0.0, 1.0)
-    mass = np.vstack([
-        named_values.stated_mass(_renormalised(evidence), named_states(evidence), (1 - u) * (1 - o), k_read),
-        named_values.stated_mass(np.zeros((len(evidence.settle_q), k_max)), np.zeros((len(evidence.settle_q), k_max),
-                                 dtype=bool), np.ones(len(evidence.settle_q)), qt.n_options[evidence.settle_q],
-                                 settled=evidence.settle_answer)])
+    mass = named_values.stated_mass(_renormalised(evidence), named_states(evidence), (1 - u) * (1 - o), k_read,
+                                    evidence.settle_answer, qt.n_options[evidence.settle_q])
     order = event_order(evidence)
     q = np.r_[evidence.q, evidence.settle_q].astype(np.int64)
     if order is not None:
