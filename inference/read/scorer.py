@@ -145,8 +145,10 @@ def _renormalised(evidence: Evidence) -> np.ndarray:
     return np.where(total > 0, r / np.where(total > 0, total, 1.0), mask / k[:, None])
 
 
-def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") -> np.ndarray:
-    """r̃ (N, K_max): reader probabilities over the options, renormalised and tempered."""
+def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any]",
+                     r: np.ndarray | None = None) -> np.ndarray:
+    """r̃ (N, K_max): reader probabilities over the options, renormalised and tempered (``r``: the
+    renormalised ones, :func:`_renormalised`, where the caller has them)."""
     params = typed(params)
     k = evidence.questions.n_options[evidence.q]
     mask = np.arange(evidence.probs.shape[1])[None, :] < k[:, None]
@@ -155,10 +157,7 @@ def tempered_reading(evidence: Evidence, params: "ParamsDocument | dict[str, Any
     named = mask if evidence.unnamed is None else named_states(evidence)
     tau = np.array([reader_temperature(params, str(r)) for r in evidence.readers.tolist()])
     inv_tau = (1.0 / tau[evidence.reader_index])[:, None] if len(tau) else np.ones((0, 1))
-    r = np.where(mask, evidence.probs, 0.0)
-    total = np.where(named, r, 0.0).sum(axis=1, keepdims=True)
-    uniform = mask / k[:, None]
-    r = np.where(total > 0, r / np.where(total > 0, total, 1.0), uniform)
+    r = _renormalised(evidence) if r is None else r
     if np.all(tau == 1.0):  # untempered readers (the default): skip log/exp over every reading
         return r
     with np.errstate(divide="ignore"):
@@ -178,7 +177,8 @@ def model_inputs(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") 
     n, k_max = evidence.probs.shape
     k = evidence.questions.n_options[evidence.q].astype(np.float64)
     mask = np.arange(k_max)[None, :] < k[:, None]
-    tempered = tempered_reading(evidence, params)
+    r = _renormalised(evidence)
+    tempered = tempered_reading(evidence, params, r)
     alpha = alpha_src[evidence.source_index] if n else np.zeros(0)
     alpha = np.maximum(alpha, 1.0 / np.maximum(k, 1.0))  # below chance is noise, not contrarian
     kk = k[:, None]
@@ -196,7 +196,7 @@ def model_inputs(evidence: Evidence, params: "ParamsDocument | dict[str, Any]") 
     reported = changes.change_weight(evidence.changed, share, evidence.unrelated, evidence.one_off) if n else None
     change = None if reported is None else np.stack(changes.step_factors(
         reported, alpha_src[evidence.source_index]), axis=1)
-    event_prior, prior = open_base_rates(evidence, params, prior)
+    event_prior, prior = open_base_rates(evidence, params, prior, r)
     return ModelInputs(prior=prior, rate=rate, likelihood=like, trust=trust_used, trust_node=where, change=change,
                        event_prior=event_prior)
 
@@ -372,11 +372,12 @@ def events(evidence: Evidence, likelihood: np.ndarray) -> tuple[np.ndarray, np.n
             np.vstack([like, settle_like])[order])
 
 
-def open_base_rates(evidence: Evidence, params: "ParamsDocument", prior: np.ndarray
+def open_base_rates(evidence: Evidence, params: "ParamsDocument", prior: np.ndarray, r: np.ndarray
                     ) -> tuple[np.ndarray | None, np.ndarray]:
     """The base rates of each event's step, in :func:`events` order (None: ``prior``'s
     throughout, no open question), and those after each question's last event: an open
-    question's values enter them as the evidence names them (:mod:`doxa.model.named_values`)."""
+    question's values enter them as the evidence names them (:mod:`doxa.model.named_values`); ``r``:
+    the readings' renormalised probabilities (:func:`_renormalised`)."""
     qt = evidence.questions
     if not qt.is_open.any():
         return None, prior
@@ -384,7 +385,7 @@ def open_base_rates(evidence: Evidence, params: "ParamsDocument", prior: np.ndar
     k_read = qt.n_options[evidence.q]
     u = np.clip(evidence.unclear + evidence.unrelated, 0.0, 1.0)
     o = np.clip(evidence.one_off, 0.0, 1.0)
-    mass = named_values.stated_mass(_renormalised(evidence), named_states(evidence), (1 - u) * (1 - o), k_read,
+    mass = named_values.stated_mass(r, named_states(evidence), (1 - u) * (1 - o), k_read,
                                     evidence.settle_answer, qt.n_options[evidence.settle_q])
     order = event_order(evidence)
     q = np.r_[evidence.q, evidence.settle_q].astype(np.int64)
