@@ -56,11 +56,9 @@ def settled_log_likelihood(records: list[bench.Record], params: dict[str, Any]) 
     return out
 
 
-def evidence_log_probability(records: list[bench.Record], params: dict[str, Any]) -> float:
-    """log P(every reading and settlement of the oracle stores of ``records``) under ``params``: the
-    forward filter's marginal likelihood, summed over the questions (one store, as the fit sees it)."""
+def oracle_evidence(records: list[bench.Record]):
+    """The evidence of the oracle stores of ``records``, settled, in one store (as the fit sees it)."""
     import doxa
-    from doxa.inference.read import scorer
 
     kept = []
     for n, record in enumerate(records):
@@ -70,9 +68,16 @@ def evidence_log_probability(records: list[bench.Record], params: dict[str, Any]
     memory = doxa.open(":memory:", log_reads=False)
     try:
         memory.ingest(kept)
-        evidence = memory.store.load_evidence(None, None)
+        return memory.store.load_evidence(None, None)
     finally:
         memory.close()
+
+
+def evidence_log_probability(evidence, params: dict[str, Any]) -> float:
+    """log P(every reading and settlement of ``evidence``) under ``params``: the forward filter's
+    marginal likelihood, summed over the questions."""
+    from doxa.inference.read import scorer
+
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
     _, log_marginal, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, like, float("inf"),
@@ -107,13 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         other["kinds"]["asked"].update(change_rate=math.log(2.0) / days, half_life_days=days)
         rows.append({"half_life_days": days, "fitted": False, "log_likelihood": settled_log_likelihood(records, other)})
     grid = []
+    evidence = oracle_evidence(records) if args.grid else None  # built once for every point of the grid
     for theta in (float(x) for x in (args.grid or "").split(",") if x.strip()):
         for days in [kind["half_life_days"]] + [float(d) for d in args.half_lives.split(",") if d.strip()]:
             other = copy.deepcopy(fitted)
             other["kinds"]["asked"].update(change_rate=math.log(2.0) / days, half_life_days=days,
                                            new_value_weight=theta)
             grid.append({"half_life_days": days, "new_value_weight": theta,
-                         "log_probability": evidence_log_probability(records, other)})
+                         "log_probability": evidence_log_probability(evidence, other)})
     result = {"questions": len(records), "half_life_days": kind["half_life_days"],
               "half_life_interval_days": [math.log(2.0) / r for r in kind["change_rate_interval"][::-1]],
               "new_value_weight": kind["new_value_weight"],
