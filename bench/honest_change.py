@@ -37,12 +37,14 @@ new sources in the trusted layer), and the in-stream campaigns (fresh accounts o
 trusted layer, a burst of about six claims in a day): the share whose wrong value is on
 top just after the burst, for each system.
 
-    python bench/honest_change.py --seed 0 --out /tmp/honest_change [--reporters 3] [--venues distinct] [--diagnose]
+    python bench/honest_change.py --seed 0 --out /tmp/honest_change [--reporters 3] [--venues distinct] [--delay 0.5] [--diagnose]
 
 Also printed: the layers the reporters sit in, with the trust a new source there is read at by
 doxa-learned (the fitted node) and by the oracle (the truth). ``--diagnose`` adds two systems that
 say where doxa-learned's gap to the oracle comes from: doxa-learned with the oracle's trust of
-every node above a source, and doxa-learned fitted on the world without the reporters' messages.
+every node above a source, and doxa-learned fitted on the world without the reporters' messages;
+and, for the oracle's parameters and the fit's, the mean smoothed probability that the answer at
+a report's time is the new value (:func:`report_posteriors`; the truth is 1 for every report).
 
 Writes ``results.json`` under ``--out``. Figures: docs/measurements/2026-12-honest-change.md.
 """
@@ -140,7 +142,7 @@ def honest_world(args) -> World:
             if k.half_life_days is not None and k.half_life_days >= args.min_half_life]
     return generate_world(base.with_overrides(seed=args.seed, change_reports={
         "reporters": args.reporters, "venues": args.venues, "kinds": slow,
-        "delay_days": 0.5, "spacing_days": 1.0}))
+        "delay_days": args.delay, "spacing_days": 1.0}))
 
 
 def trained_params(store: Store, at_day: float, steps: int, seed: int, new_sources: set[str] = frozenset()
@@ -155,8 +157,13 @@ def trained_params(store: Store, at_day: float, steps: int, seed: int, new_sourc
 
     settings = BenchSettings(train_steps=steps, train_draws=40, train_folds=0, seed=seed)
     doc = nightly_trainer(store, settings)(store.load_evidence(None), at_day)
-    doc["trust"] = {node: entry for node, entry in doc["trust"].items() if node.rsplit("/", 1)[-1] not in new_sources}
-    return doc
+    return without_sources(doc, new_sources)
+
+
+def without_sources(doc: dict[str, Any], sources: set[str]) -> dict[str, Any]:
+    """``doc`` with the fitted trust entries of ``sources`` left out (read at their layer's)."""
+    return {**doc, "trust": {node: entry for node, entry in doc["trust"].items()
+                             if node.rsplit("/", 1)[-1] not in sources}}
 
 
 def follow_counts(world: World, evidence: Evidence, systems: list, cap: int, reporters: int) -> dict[str, Any]:
@@ -219,6 +226,76 @@ def follow_counts(world: World, evidence: Evidence, systems: list, cap: int, rep
 
 
 # ---------------------------------------------------------------------------- part 2
+def smoothed(evidence: Evidence, params: dict[str, Any], rows: np.ndarray, options: np.ndarray) -> np.ndarray:
+    """``P(z = options[i] at reading rows[i] | every reading and settlement of its question)``
+    under ``params``, for readings of distinct questions.
+
+    The smoothed marginal of one event is a ratio of two marginal likelihoods: the question's
+    evidence with that event's likelihood multiplied by the indicator of the value, over the
+    evidence as it is, ``Z(L_e · 1_v) / Z(L)``; one filter pass does every row at once."""
+    rows, options = np.asarray(rows, dtype=np.int64), np.asarray(options, dtype=np.int64)
+    if len(np.unique(evidence.q[rows])) != len(rows):
+        raise ValueError("smoothed: one row a question per call (two rows of one question are a joint event)")
+    inputs = scorer.model_inputs(evidence, params)
+    q, t, like = scorer.events(evidence, inputs.likelihood)
+    change = scorer.event_change(evidence, inputs.change)
+    _, log_z, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, like, math.inf, change, inputs.event_prior)
+    order = scorer.event_order(evidence)
+    event = rows if order is None else np.argsort(order)[rows]
+    marked = like.copy()
+    keep = marked[event, options]
+    marked[event] = 0.0
+    marked[event, options] = keep
+    _, log_z_marked, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, marked, math.inf, change,
+                                               inputs.event_prior)
+    question = evidence.q[rows]
+    return np.exp(log_z_marked[question] - log_z[question])
+
+
+def report_posteriors(world: World, evidence: Evidence, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where the story puts each change: for each report, ``P(the answer at the report's time is
+    the new value | every reading and settlement of its question)`` under ``params``
+    (:func:`smoothed`). One pass takes the ``j``-th report of every question at once (a
+    question's other reports are left as they are), so ``--reporters`` passes give every report.
+    ``evidence`` must be loaded ``with_messages``. Returned per report: its number (0 = first),
+    the posterior, and whether the message states the answer true at its time (the world's truth)."""
+    row_of = {m: i for i, m in enumerate(evidence.message.tolist())}
+    index = evidence.questions.index()
+    truth = world.truth.readings
+    right = {m: bool(s == a) for m, s, a, role in zip(truth.message.tolist(), truth.stated.tolist(),
+                                                       truth.answer.tolist(), truth.role.tolist())
+             if role == "change_report"}
+    passes: dict[int, dict[int, tuple[int, int, str]]] = {}  # j → question → (reading row, option, message)
+    for report in world.change_reports:
+        q_index = index.get(report.question)
+        if q_index is None:
+            continue
+        option = evidence.questions.options[q_index].index(report.option)
+        for j, message in enumerate(report.messages):
+            row = row_of.get(message)
+            if row is not None:
+                passes.setdefault(j, {}).setdefault(q_index, (row, option, message))
+    out = []
+    for j, chosen in sorted(passes.items()):
+        rows, options, messages = zip(*chosen.values())
+        for p, message in zip(smoothed(evidence, params, np.array(rows), np.array(options)).tolist(), messages):
+            out.append({"report": j, "posterior": p, "right": right.get(message)})
+    return out
+
+
+def posterior_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean posterior of the reports, by report number and by whether the report was right."""
+    by = {}
+    for j in sorted({r["report"] for r in rows}):
+        mine = [r for r in rows if r["report"] == j]
+        right = [r["posterior"] for r in mine if r["right"]]
+        wrong = [r["posterior"] for r in mine if r["right"] is False]
+        by[str(j)] = {"n": len(mine), "mean": float(np.mean([r["posterior"] for r in mine])),
+                      "right": float(np.mean(right)) if right else None,
+                      "wrong": float(np.mean(wrong)) if wrong else None}
+    return by
+
+
 def reporter_layers(world: World, evidence: Evidence, learned: dict[str, Any], oracle: dict[str, Any]
                     ) -> list[dict[str, Any]]:
     """Where the gap to the oracle comes from: each layer the reporters sit in, with the trust a new
@@ -295,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--campaign-world", default="campaign")
     parser.add_argument("--reporters", type=int, default=3)
     parser.add_argument("--venues", choices=("distinct", "one"), default="distinct")
+    parser.add_argument("--delay", type=float, default=0.5,
+                        help="days from a change to its first report (default 0.5); a long one (say 40) puts the "
+                             "question's own messages between the change and its reports")
     parser.add_argument("--min-half-life", type=float, default=200.0)
     parser.add_argument("--cap", type=int, default=15)
     parser.add_argument("--train-steps", type=int, default=300)
@@ -311,9 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     world = honest_world(args)
     store = Store.memory()
     store.ingest_records(world.records)
-    evidence = store.load_evidence(None)
+    evidence = store.load_evidence(None, with_messages=args.diagnose)
     reporters = {s for report in world.change_reports for s in report.sources}
-    learned = trained_params(store, world.epoch_day(world.end_day), args.train_steps, args.seed, reporters)
+    learned_whole = trained_params(store, world.epoch_day(world.end_day), args.train_steps, args.seed)
+    learned = without_sources(learned_whole, reporters)
     with discount("one key"):  # the fit reads the discount through the same function
         learned_before = trained_params(store, world.epoch_day(world.end_day), args.train_steps, args.seed,
                                         reporters)
@@ -335,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         unreported = trained_params(quiet, world.epoch_day(world.end_day), args.train_steps, args.seed, reporters)
         systems.append(Scored("doxa-learned, fit without the reports", unreported))
     honest = follow_counts(world, evidence, systems, args.cap, args.reporters)
-    print(f"honest changes ({args.world}, seed {args.seed}, {args.reporters} new reporters a day apart, venues "
+    print(f"honest changes ({args.world}, seed {args.seed}, {args.reporters} new reporters a day apart from "
+          f"{args.delay:g} days after the change, venues "
           f"{args.venues}): {honest['changes']} reported changes with messages after them, {honest.get('established', 0)} "
           f"whose old value every system held, {honest.get('scored', 0)} of them followed by the exact posterior "
           f"within the messages there are (scored)")
@@ -360,7 +442,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['messages'] if row['messages'] is not None else '–':>9}"
               + (f" {row['fitted_without_reports']:27.2f}" if unreported is not None else ""))
     result = {"seed": args.seed, "world": args.world, "reporters": args.reporters, "venues": args.venues,
-              "cap": args.cap, "honest_change": {k: v for k, v in honest.items()}, "reporter_layers": layers}
+              "delay_days": args.delay, "cap": args.cap, "honest_change": {k: v for k, v in honest.items()},
+              "reporter_layers": layers}
+    if args.diagnose:
+        smoothed = {"oracle": posterior_summary(report_posteriors(world, evidence, oracle)),
+                    "doxa-learned (the fit, reporters' entries kept)":
+                        posterior_summary(report_posteriors(world, evidence, learned_whole))}
+        result["report_posteriors"] = smoothed
+        print("\nP(the answer at a report's time is the new value | all its question's evidence), mean over "
+              "the reports (the truth is 1 for every one; right ones: reports stating the new value)")
+        print(f"{'parameters':48s} {'report':>6s} {'n':>5s} {'mean':>6s} {'right ones':>11s} {'wrong ones':>11s}")
+        for name, by in smoothed.items():
+            for j, row in by.items():
+                print(f"{name:48s} {int(j) + 1:6d} {row['n']:5d} {row['mean']:6.2f} {_cell2(row['right']):>11s} "
+                      f"{_cell2(row['wrong']):>11s}")
 
     if not args.skip_campaign:
         def learned_for(cstore: Store, cworld: World) -> dict[str, Any]:  # campaign accounts are new too
@@ -381,6 +476,10 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "results.json").write_text(json.dumps(result, indent=1))
     print(f"\n{result['seconds']:.0f} s; {args.out / 'results.json'}")
     return 0
+
+
+def _cell2(value) -> str:
+    return "—" if value is None else f"{value:.2f}"
 
 
 def _cell(value) -> str:

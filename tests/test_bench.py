@@ -390,3 +390,64 @@ def test_pseudo_questions_of_an_open_question_keep_what_its_readings_left_unname
     assert system.predict(aug, LATER)[pseudo[0, 0]] == pytest.approx(original, abs=1e-12)
     cut = honest_change.cut_questions(ev, np.array([0]), np.array([LATER]), np.array([LATER]))
     assert system.predict(cut, LATER)[0] == pytest.approx(original, abs=1e-12)
+
+
+def test_the_honest_change_bench_smooths_as_an_enumeration_of_every_path(mem):
+    """bench/honest_change.py's ``smoothed``: P(the answer at one reading | all its question's
+    evidence), by two filter passes, equals the sum over every path of answers of the story's
+    joint (answer 1 from the base rates π, each step ρ·stay + (1 - ρ)·π, ρ = exp(-λ Δt), times
+    each reading's likelihood), worked out here path by path."""
+    import itertools
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import honest_change
+    from doxa.inference.read import scorer
+
+    def at(day):
+        return f"2026-01-{day:02d}T09:00:00Z"
+
+    options = ["Leeds", "York", "Hull"]
+    records = [{"type": "subject", "id": "sam", "name": "Sam"},
+               {"type": "source", "id": "sam-chat", "layers": ["person", "self", "chat"]},
+               {"type": "source", "id": "forum-1", "layers": ["web", "forum"]},
+               {"type": "question", "id": "sam.home", "subject": "sam", "kind": "home",
+                "text": "Where does Sam live?", "options": options}]
+    stated = [("sam-chat", 1, {"Leeds": 0.9, "York": 0.05, "Hull": 0.05}),
+              ("forum-1", 9, {"Leeds": 0.1, "York": 0.8, "Hull": 0.1}),
+              ("sam-chat", 10, {"Leeds": 0.2, "York": 0.7, "Hull": 0.1}),
+              ("forum-1", 30, {"Leeds": 0.3, "York": 0.3, "Hull": 0.4})]
+    for n, (source, day, probs) in enumerate(stated):
+        records += [{"type": "message", "id": f"m{n}", "source": source, "sent_at": at(day), "text": f"message {n}"},
+                    {"type": "reading", "message": f"m{n}", "question": "sam.home", "reader": "r1", "probs": probs}]
+    mem.ingest(records)
+    ev = mem.store.load_evidence(None)
+    assert ev.n_readings == len(stated)
+    params = {**baselines.equal_trust_params(),
+              "kinds": {"home": {"options": options, "prior": [0.5, 0.3, 0.2], "change_rate": math.log(2) / 20.0,
+                                 "half_life_days": 20.0}}}
+    inputs = scorer.model_inputs(ev, params)
+    _, _, like = scorer.events(ev, inputs.likelihood)
+    pi, lam, days = inputs.prior[0, :3], inputs.rate[0], ev.t
+    assert lam == pytest.approx(math.log(2) / 20.0) and pi.tolist() == pytest.approx([0.5, 0.3, 0.2])
+
+    def marginals(n):  # P(z at reading i = j | readings 0..n-1), every path of the first n readings
+        joint = np.zeros((n, 3))
+        for path in itertools.product(range(3), repeat=n):
+            p = pi[path[0]] * like[0, path[0]]
+            for i in range(1, n):
+                rho = math.exp(-lam * (days[i] - days[i - 1]))
+                p *= (rho * (path[i] == path[i - 1]) + (1 - rho) * pi[path[i]]) * like[i, path[i]]
+            for i, j in enumerate(path):
+                joint[i, j] += p
+        return joint / joint.sum(axis=1, keepdims=True)
+
+    expected = marginals(len(days))
+    for row in range(len(days)):
+        got = [honest_change.smoothed(ev, params, np.array([row]), np.array([j]))[0] for j in range(3)]
+        assert got == pytest.approx(expected[row].tolist(), abs=1e-9)
+    # not a filter: the later readings move the answer at the second one
+    assert abs(expected[1, 1] - marginals(2)[1, 1]) > 0.05
+    with pytest.raises(ValueError, match="one row a question"):
+        honest_change.smoothed(ev, params, np.array([0, 1]), np.array([0, 0]))
