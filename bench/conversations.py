@@ -30,6 +30,7 @@ changed). Without ``--resume`` a folder that already holds answers is refused, n
   kind's change rate and new-value weight given to the kind of the question ``doxa`` tracks):
   what doxa says once it has learned from settled answers. Run beside ``doxa`` it costs no
   model call of its own (the same store, its question already read); alone, it runs the pipeline;
+- ``doxa-lazy-learned``: the same for ``doxa-lazy``'s store (beside ``doxa-lazy``, listed after it);
 - ``full-context``: every session in the prompt, cut from the oldest end to fit the context
   (``--context-tokens``; a question whose prompt was cut is counted in ``truncated``);
 - ``full-user``: every user turn with its session's date, cut the same way;
@@ -95,7 +96,8 @@ import numpy as np
 
 from doxa.inference.agent.conversation import ModelCost
 
-MODEL_SYSTEMS = ("doxa", "doxa-lazy", "doxa-learned", "full-context", "full-user", "rag", "latest-fact")
+MODEL_SYSTEMS = ("doxa", "doxa-lazy", "doxa-learned", "doxa-lazy-learned", "full-context", "full-user", "rag",
+                 "latest-fact")
 ORACLE_SYSTEMS = ("doxa-oracle-reader", "doxa-oracle-learned", "latest-oracle")
 ALL_SYSTEMS = MODEL_SYSTEMS + ORACLE_SYSTEMS
 #: The oracle reader's reading of a has_answer turn: its own value with this probability, the rest
@@ -448,8 +450,8 @@ class Systems:
         self.reader = self.meter.attach(OpenAIChatReader(**common))
         self.questions = self.meter.attach(QuestionModel(**common))
         self.budget = args.context_tokens - PROMPT_RESERVE - args.answer_tokens
-        #: doxa-learned's outcomes, kept by :meth:`doxa` for the record it read them for
-        self.learned_outcomes: dict[str, Outcome] = {}
+        #: doxa-learned's and doxa-lazy-learned's outcomes, kept by :meth:`doxa` by (system, record id)
+        self.learned_outcomes: dict[tuple[str, str], Outcome] = {}
 
     def _ask(self, record: Record, title: str, lines: list[str]) -> tuple[str, float | None, bool]:
         """The model's answer over ``lines`` cut to the context; a server that still finds the prompt
@@ -529,8 +531,8 @@ class Systems:
 
     def doxa(self, record: Record, *, lazy: bool = False, learned: dict[str, Any] | None = None) -> Outcome:
         """``doxa`` (``doxa-lazy`` with ``lazy``); with ``learned`` (a parameter document), the same
-        store is then read again under it, and that outcome kept for ``doxa-learned``
-        (:meth:`doxa_learned`)."""
+        store is then read again under it, and that outcome kept for ``doxa-learned`` (with ``lazy``:
+        ``doxa-lazy-learned``; :meth:`doxa_learned`)."""
         import doxa
 
         memory = doxa.open(":memory:", log_reads=False)
@@ -551,21 +553,28 @@ class Systems:
                 again = memory.answer(record.question, at=record.asked_at, reader=self.reader, model=self.questions,
                                       use_env=False)
                 # its question-time cost: both answers (the first made the question it reads)
-                self.learned_outcomes[record.id] = _doxa_outcome(
+                self.learned_outcomes[(learned_name(lazy), record.id)] = _doxa_outcome(
                     again, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept),
                     params="fitted on the other questions' settled oracle stores")
             return out
         finally:
             memory.close()
 
-    def doxa_learned(self, record: Record, learned: "OracleLearned") -> Outcome:
-        """``doxa-learned``: the outcome :meth:`doxa` kept for the record, else the pipeline run for it."""
-        if record.id not in self.learned_outcomes:
+    def doxa_learned(self, record: Record, learned: "OracleLearned", *, lazy: bool = False) -> Outcome:
+        """``doxa-learned`` (``doxa-lazy-learned`` with ``lazy``): the outcome :meth:`doxa` kept for the
+        record, else the pipeline run for it."""
+        key = (learned_name(lazy), record.id)
+        if key not in self.learned_outcomes:
             params = learned.params_for(record)
             if params is None:
                 return Outcome(answer=None, abstained=True, error="no other question has a settled answer to learn from")
-            self.doxa(record, learned=params)
-        return self.learned_outcomes.pop(record.id)
+            self.doxa(record, lazy=lazy, learned=params)
+        return self.learned_outcomes.pop(key)
+
+
+def learned_name(lazy: bool) -> str:
+    """The system that reads ``doxa``'s store (``doxa-lazy``'s, with ``lazy``) under learned parameters."""
+    return "doxa-lazy-learned" if lazy else "doxa-learned"
 
 
 def learned_for(document: dict[str, Any], memory, question: str | None) -> dict[str, Any]:
@@ -751,15 +760,21 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
     cost; each is also handed to ``sink`` as it comes (a long run stopped part-way keeps what it did)."""
     needs_model = [s for s in systems if s in MODEL_SYSTEMS]
     model = Systems(args) if needs_model else None
-    learned = OracleLearned(records) if {"doxa-learned", "doxa-oracle-learned"} & set(systems) else None
-    # beside doxa, doxa-learned reads doxa's own store again (asked in the same pass, before it)
-    with_learned = "doxa-learned" in systems and "doxa" in systems and \
-        systems.index("doxa") < systems.index("doxa-learned")
+    learned = OracleLearned(records) if {"doxa-learned", "doxa-lazy-learned", "doxa-oracle-learned"} & set(systems) \
+        else None
+
+    def beside(plain: str) -> bool:  # its learned twin reads its store again (asked in the same pass, after it)
+        twin = learned_name(plain == "doxa-lazy")
+        return plain in systems and twin in systems and systems.index(plain) < systems.index(twin)
+
+    with_learned, with_lazy_learned = beside("doxa"), beside("doxa-lazy")
     answer = {"full-context": lambda r: model.full_context(r), "full-user": lambda r: model.full_user(r),
               "rag": lambda r: model.rag(r), "latest-fact": lambda r: model.latest_fact(r),
               "doxa": lambda r: model.doxa(r, learned=learned.params_for(r) if with_learned else None),
-              "doxa-lazy": lambda r: model.doxa(r, lazy=True),
+              "doxa-lazy": lambda r: model.doxa(r, lazy=True,
+                                                learned=learned.params_for(r) if with_lazy_learned else None),
               "doxa-learned": lambda r: model.doxa_learned(r, learned),
+              "doxa-lazy-learned": lambda r: model.doxa_learned(r, learned, lazy=True),
               "doxa-oracle-reader": oracle_reader, "latest-oracle": latest_oracle}
     if "doxa-oracle-learned" in systems:
         answer["doxa-oracle-learned"] = learned
@@ -893,7 +908,7 @@ def summarise(results: list[dict[str, Any]], group: Callable[[dict], tuple]) -> 
 
 KNOWLEDGE_UPDATE, SINGLE_SESSION = "knowledge-update", "single-session-user"
 #: doxa's own variants: "the best other system" is the best of the rest on the same model
-DOXA_SYSTEMS = ("doxa", "doxa-lazy", "doxa-learned")
+DOXA_SYSTEMS = ("doxa", "doxa-lazy", "doxa-learned", "doxa-lazy-learned")
 
 
 def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -936,8 +951,9 @@ def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              ssu["accuracy"] >= best[1] - 0.03)
     for (system, category), lazy in sorted(at.items()):
         rag = at.get(("rag", category))
-        if system == "doxa-lazy" and category != "all" and rag is not None and lazy["accuracy"] is not None:
-            goal(f"{category}: doxa-lazy at least as accurate as rag, with no model call at ingest",
+        if system in ("doxa-lazy", "doxa-lazy-learned") and category != "all" and rag is not None \
+                and lazy["accuracy"] is not None:
+            goal(f"{category}: {system} at least as accurate as rag, with no model call at ingest",
                  lazy["accuracy"], f"rag {rag['accuracy']:.2f}; ingest calls {lazy['ingest_calls']:.1f}",
                  lazy["accuracy"] >= rag["accuracy"] and lazy["ingest_calls"] == 0)
     return out

@@ -357,7 +357,8 @@ def test_goals_are_judged_from_the_rows_by_hand(bench):
             row("doxa-oracle-reader", ku, accuracy=0.99, aurc=0.01),  # an oracle row is nobody's rival
             row("doxa", ssu, accuracy=0.80), row("full-context", ssu, accuracy=0.82),
             row("doxa-lazy", ku, accuracy=0.45, ingest_calls=0.0),
-            row("doxa-lazy", ssu, accuracy=0.90, ingest_calls=0.5), row("rag", ssu, accuracy=0.70)]
+            row("doxa-lazy", ssu, accuracy=0.90, ingest_calls=0.5), row("rag", ssu, accuracy=0.70),
+            row("doxa-lazy-learned", ku, accuracy=0.35, ingest_calls=0.0)]  # a variant of doxa: nobody's rival
     judged = [(g["goal"], g["met"], g["against"]) for g in bench.goals(rows)]
     assert judged == [
         ("knowledge-update: doxa's accuracy at least the best other system's", False, "full-user 0.55"),
@@ -370,6 +371,8 @@ def test_goals_are_judged_from_the_rows_by_hand(bench):
          "rag 0.40; ingest calls 0.0"),
         ("single-session-user: doxa-lazy at least as accurate as rag, with no model call at ingest", False,
          "rag 0.70; ingest calls 0.5"),
+        ("knowledge-update: doxa-lazy-learned at least as accurate as rag, with no model call at ingest", False,
+         "rag 0.40; ingest calls 0.0"),
     ]
     assert bench.goals([row("rag", ku, accuracy=0.4)]) == []  # no doxa row: nothing to judge
 
@@ -415,26 +418,28 @@ def test_the_change_question_study_scores_later_update_turns_against_the_rest(ca
     assert cues["wording"] == "cues" and cues["turns"] == 4 and cues["auc_later_vs_first"] == 1.0
 
 
-def test_doxa_learned_reads_doxas_store_again_under_the_fit_on_the_other_questions(bench, capsys, tmp_path):
-    """Beside doxa, doxa-learned costs no model call of its own: doxa's store, read under the
-    parameters fitted on the other questions' settled oracle stores (their kind's dynamics given to
-    the question doxa tracks); alone, it runs the pipeline for itself and says the same."""
+@pytest.mark.parametrize("plain, twin", [("doxa", "doxa-learned"), ("doxa-lazy", "doxa-lazy-learned")])
+def test_a_learned_twin_reads_its_systems_store_again_under_the_fit_on_the_other_questions(bench, capsys, tmp_path,
+                                                                                           plain, twin):
+    """Beside doxa (doxa-lazy), doxa-learned (doxa-lazy-learned) costs no model call of its own: the
+    same store, read under the parameters fitted on the other questions' settled oracle stores (their
+    kind's dynamics given to the question doxa tracks); alone, it runs the pipeline for itself and
+    says the same."""
     from llm_server import answer_model
 
     rules = {"7 am": "7 am", "6 pm": "6 pm", "denver": "Denver"}
     with FakeChatServer(rules, organizer=answer_model(propose=propose_script, otherwise=window_script),
                         answerer=scripted) as server:
-        run_json(bench, capsys, "--url", server.url, "--systems", "doxa,doxa-learned", "--out", str(tmp_path / "a"))
-        alone = run_json(bench, capsys, "--url", server.url, "--systems", "doxa-learned",
-                         "--out", str(tmp_path / "b"))
+        run_json(bench, capsys, "--url", server.url, "--systems", f"{plain},{twin}", "--out", str(tmp_path / "a"))
+        alone = run_json(bench, capsys, "--url", server.url, "--systems", twin, "--out", str(tmp_path / "b"))
     results = json.loads((tmp_path / "a" / "results.json").read_text())
-    plain, learned = by_id(results, "doxa"), by_id(results, "doxa-learned")
-    assert set(plain) == set(learned) and not any(r["error"] for r in learned.values())
+    first, learned = by_id(results, plain), by_id(results, twin)
+    assert set(first) == set(learned) and not any(r["error"] for r in learned.values())
     for qid, r in learned.items():
-        assert r["params"].startswith("fitted on the other questions") and r["tracked"] == plain[qid]["tracked"]
-        assert r["ingest"] == plain[qid]["ingest"]  # the same store: no ingest of its own
-        assert r["at_question"]["calls"] >= plain[qid]["at_question"]["calls"]
+        assert r["params"].startswith("fitted on the other questions") and r["tracked"] == first[qid]["tracked"]
+        assert r["ingest"] == first[qid]["ingest"]  # the same store: no ingest of its own
+        assert r["at_question"]["calls"] >= first[qid]["at_question"]["calls"]
     # read under other parameters: the same question's probability moves
-    assert any(r["confidence"] != plain[q]["confidence"] for q, r in learned.items() if r["confidence"] is not None)
+    assert any(r["confidence"] != first[q]["confidence"] for q, r in learned.items() if r["confidence"] is not None)
     alone_rows = {(r["system"], r["category"]): r["accuracy"] for r in alone["rows"]}
-    assert alone_rows and all(system == "doxa-learned" for system, _ in alone_rows)
+    assert alone_rows and all(system == twin for system, _ in alone_rows)
