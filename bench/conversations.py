@@ -549,13 +549,19 @@ class Systems:
                                    use_env=False)
             out = _doxa_outcome(result, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept))
             if learned is not None:
-                memory.store.publish_params(learned_for(learned, memory, result.question))
-                again = memory.answer(record.question, at=record.asked_at, reader=self.reader, model=self.questions,
-                                      use_env=False)
-                # its question-time cost: both answers (the first made the question it reads)
-                self.learned_outcomes[(learned_name(lazy), record.id)] = _doxa_outcome(
-                    again, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept),
-                    params="fitted on the other questions' settled oracle stores")
+                key = (learned_name(lazy), record.id)
+                try:  # the twin's failure is its own: the answer above stands
+                    memory.store.publish_params(learned_for(learned, memory, result.question))
+                    again = memory.answer(record.question, at=record.asked_at, reader=self.reader,
+                                          model=self.questions, use_env=False)
+                except Exception as err:
+                    self.learned_outcomes[key] = Outcome(answer=None, abstained=True,
+                                                         error=f"{type(err).__name__}: {err}"[:500])
+                else:
+                    # its question-time cost: both answers (the first made the question it reads)
+                    self.learned_outcomes[key] = _doxa_outcome(
+                        again, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept),
+                        params="fitted on the other questions' settled oracle stores")
             return out
         finally:
             memory.close()

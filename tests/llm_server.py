@@ -95,6 +95,7 @@ class FakeChatServer:
         organizer=None,
         no_digit: bool = False,
         answerer=None,
+        max_prompt_chars: int | None = None,
     ) -> None:
         if shape not in ("chat", "legacy"):
             raise ValueError("shape is 'chat' (choices[0].logprobs.content) or 'legacy'")
@@ -120,6 +121,9 @@ class FakeChatServer:
         #: rules above, a text is the reply, and with ``logprobs`` asked its words come as tokens
         #: whose probabilities multiply to ``p`` (default 0.9). Default: answers nothing.
         self.answerer = answerer
+        #: A context window: a request whose messages hold more characters is refused with HTTP 400
+        #: and OpenAI's ``context_length_exceeded``, as a real server refuses a prompt over its context.
+        self.max_prompt_chars = max_prompt_chars
         #: Every request received: {"path", "headers", "body", "labels", "letter", "kind"}.
         self.requests: list[dict[str, Any]] = []
         self._faults: deque[tuple[str, str]] = deque()
@@ -343,6 +347,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        chars = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [])
+        if fake.max_prompt_chars is not None and chars > fake.max_prompt_chars:
+            self._send_json(400, {"error": {"message": f"the prompt holds {chars} characters, over this server's "
+                                                       f"{fake.max_prompt_chars}", "type": "invalid_request_error",
+                                            "code": "context_length_exceeded"}})
             return
         if fake.answerer is not None and self._answer(fake, body, record):
             return

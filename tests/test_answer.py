@@ -264,3 +264,21 @@ def test_proposed_options_no_shown_message_states_are_dropped(jobs, env):
         assert model.propose("Do I like my job?", "me", kept).options == ["yes", "no"]
         # "job" is the prompt's own example: for a question that names no job it is a copy, not a kind
         assert model.propose("How long have I used Zillow?", "me", kept).kind == ""
+
+
+def test_a_long_kept_message_is_shown_to_the_proposal_by_the_part_that_bears_on_the_question(jobs, env):
+    """A pasted document's first 400 characters rarely hold the value: the proposal is shown the
+    sentences that share words with the question, so a value stated deep inside is shown, and a
+    value the model names from it is kept (a value no shown text states is dropped)."""
+    from doxa.inference.agent.question_model import MESSAGE_CHARS
+
+    filler = " ".join(f"Line {i} of my notes on sourdough starters and flour." for i in range(200))
+    document = f"{filler} My job these days: nurse at St Mary's, nights mostly. {filler}"
+    script = answer_model(propose=lambda prompt: {"kind": "job", "text": "What is the user's job?",
+                                                  "options": ["nurse"]})
+    with FakeChatServer({}, organizer=script) as server:
+        proposal = clients(server)["model"].propose("What is my job these days?", "me", [document])
+    (request,) = [r for r in server.requests if "Kept messages" in r["body"]["messages"][-1]["content"]]
+    shown = request["body"]["messages"][-1]["content"].split("<message>", 1)[1]
+    assert "nurse at St Mary's" in shown and len(shown) < MESSAGE_CHARS + 100
+    assert proposal.options == ["nurse"]

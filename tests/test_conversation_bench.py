@@ -418,6 +418,27 @@ def test_the_change_question_study_scores_later_update_turns_against_the_rest(ca
     assert cues["wording"] == "cues" and cues["turns"] == 4 and cues["auc_later_vs_first"] == 1.0
 
 
+def test_a_learned_twin_that_fails_leaves_its_systems_answer_standing(bench, capsys, tmp_path, monkeypatch):
+    """The twin reads the same store after the plain system has answered: its failure (here, its
+    parameters) is its own error row, and the plain system's answer is kept, not lost with it."""
+    from llm_server import answer_model
+
+    def broken(document, memory, question):
+        raise RuntimeError("no parameters today")
+
+    monkeypatch.setattr(bench, "learned_for", broken)
+    rules = {"7 am": "7 am", "6 pm": "6 pm", "denver": "Denver"}
+    with FakeChatServer(rules, organizer=answer_model(propose=propose_script, otherwise=window_script),
+                        answerer=scripted) as server:
+        run_json(bench, capsys, "--url", server.url, "--systems", "doxa-lazy,doxa-lazy-learned",
+                 "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())
+    lazy, twin = by_id(results, "doxa-lazy"), by_id(results, "doxa-lazy-learned")
+    assert lazy and set(lazy) == set(twin)
+    assert not any(r["error"] for r in lazy.values())
+    assert all("no parameters today" in r["error"] for r in twin.values())
+
+
 @pytest.mark.parametrize("plain, twin", [("doxa", "doxa-learned"), ("doxa-lazy", "doxa-lazy-learned")])
 def test_a_learned_twin_reads_its_systems_store_again_under_the_fit_on_the_other_questions(bench, capsys, tmp_path,
                                                                                            plain, twin):

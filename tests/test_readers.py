@@ -395,3 +395,50 @@ def test_batch_is_read_from_the_environment_and_checked():
         reader_from_env({**env, "DOXA_READER_BATCH": "many"})
     with pytest.raises(ValueError, match="batch must be"):
         OpenAIChatReader("http://127.0.0.1:9/v1", batch=0)
+
+
+# --------------------------------------------------------------------------- long messages
+
+#: A pasted document: 60,000 characters, one sentence of which bears on the question.
+_FILLER = " ".join(f"Step {i}: stir the sauce and let it simmer for a while." for i in range(600))
+LONG_MESSAGE = _FILLER + " Never give me anything with peanut in it, I react badly. " + _FILLER
+
+
+def test_a_message_too_long_for_the_context_is_read_from_its_excerpt():
+    """A server with a context refuses the whole document (HTTP 400); the reader shows it the part
+    that bears on the question, and the reading's version says it was read from an excerpt."""
+    from doxa.inference.agent.reader_prompts import EXCERPT_VERSION, MAX_MESSAGE_CHARS
+
+    with FakeChatServer({"peanut": "yes"}, max_prompt_chars=10_000) as server:
+        reader = fast_reader(server, ask_one_off=False)
+        whole = reader.read("Never give me anything with peanut in it", ALLERGY_Q, ["yes", "no"], subject="maya")
+        long = reader.read(LONG_MESSAGE, ALLERGY_Q, ["yes", "no"], subject="maya")
+        many = fast_reader(server, ask_one_off=False, batch=2).read_many(
+            LONG_MESSAGE, [(ALLERGY_Q, ["yes", "no"], "maya"), (DIET_Q, DIET_OPTIONS, "maya")])
+    assert len(LONG_MESSAGE) > 6 * 10_000
+    assert whole.reader_version == reader.version  # a message that fits is shown whole, as before
+    assert long.top == "yes" and long.reader_version == f"{reader.version}-excerpt-{EXCERPT_VERSION}"
+    shown = server.requests[1]["body"]["messages"][-1]["content"]
+    assert "peanut" in shown and "…" in shown and len(shown) < MAX_MESSAGE_CHARS + 500
+    assert many[0].top == "yes" and all(r.reader_version.endswith(f"-excerpt-{EXCERPT_VERSION}") for r in many)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sentences=st.lists(st.text(alphabet="abcdefgh ", min_size=1, max_size=120), min_size=1, max_size=80),
+       where=st.integers(min_value=0, max_value=79), limit=st.integers(min_value=200, max_value=2000))
+def test_an_excerpt_fits_its_limit_keeps_the_message_order_and_holds_the_best_sentence(sentences, where, limit):
+    from doxa.inference.agent.reader_prompts import PIECE_CHARS, excerpt
+
+    sentences = [" ".join(s.split()) or "a" for s in sentences]
+    sentences.insert(min(where, len(sentences)), "Maya keeps a zebra called Stripes.")
+    text = ". ".join(sentences) + "."
+    shown, cut = excerpt(text, "What pet does Maya keep? zebra", limit)
+    if len(text) <= limit:
+        assert (shown, cut) == (text, False)
+        return
+    assert cut and len(shown) <= limit + 2  # the pieces and their separators, and a closing "…"
+    parts = [p for p in shown.split(" … ") if p.strip("… ")]
+    positions = [text.find(p.strip("… ")) for p in parts]
+    assert all(x >= 0 for x in positions) and positions == sorted(positions)  # verbatim, in order
+    if limit >= PIECE_CHARS:
+        assert "zebra" in shown

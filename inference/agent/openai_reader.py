@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from .llm_http import READER_ENV, ChatClient
 from .reader_prompts import (BATCH_PROMPT_VERSION, LASTING, LETTERS, ONE_OFF, OPEN_PROMPT_VERSION, PROMPT_VERSION,
-                             batch_messages, change_messages, choice_labels, choice_messages, letter_probabilities,
-                             one_off_messages, open_labels, open_messages)
+                             batch_messages, change_messages, choice_labels, choice_messages, excerpt,
+                             excerpt_version, letter_probabilities, one_off_messages, open_labels, open_messages)
 from .reading import Reader, ReaderError, Reading
 
 #: The environment variable of the batch size; URL, model and key are READER_ENV's
@@ -122,8 +122,11 @@ class OpenAIChatReader(ChatClient, Reader):
         """The reading of ``message_text`` for the question. ``open``: an open question (its
         ``options`` are the values named so far, perhaps none), asked with one more answer, "a
         different answer, not listed above", whose probability is the reading's ``unlisted``; of
-        more than :data:`MAX_OPEN_VALUES` values the most recent (the last) are listed."""
+        more than :data:`MAX_OPEN_VALUES` values the most recent (the last) are listed. A message
+        too long for a prompt is shown as the excerpt that bears on the question
+        (:func:`~.reader_prompts.excerpt`), and the reading's version says so."""
         options = list(options)
+        message_text, cut = excerpt(message_text, " ".join([question_text, *options]))
         if open:
             _check_values(options)
             options = options[-MAX_OPEN_VALUES:]
@@ -160,7 +163,7 @@ class OpenAIChatReader(ChatClient, Reader):
             unrelated=unrelated,
             one_off=min(1.0, max(0.0, one_off)),
             reader=self.name,
-            reader_version=self.open_version if open else self.version,
+            reader_version=excerpt_version(self.open_version if open else self.version, cut),
             unlisted=unlisted,
             changed=min(1.0, max(0.0, changed)),
         )
@@ -198,8 +201,9 @@ class OpenAIChatReader(ChatClient, Reader):
         for _, options, subject in chunk:
             _check_options(options)
             labels.append(choice_labels(options, subject))
-        tokens = self._ask_tokens(batch_messages(message_text, [(text, lab, subject) for (text, _, subject), lab
-                                                                in zip(chunk, labels)]),
+        shown, cut = excerpt(message_text, " ".join(" ".join([text, *options]) for text, options, _ in chunk))
+        tokens = self._ask_tokens(batch_messages(shown, [(text, lab, subject) for (text, _, subject), lab
+                                                         in zip(chunk, labels)]),
                                   BATCH_TOKENS_PER_QUESTION * len(chunk))
         answered = _batch_answers(tokens, len(chunk))
         if not answered:
@@ -216,7 +220,7 @@ class OpenAIChatReader(ChatClient, Reader):
             out.append(Reading(probs={o: p[letters[i]] for i, o in enumerate(options)},
                                unclear=p[letters[len(options)]], unrelated=p[letters[len(options) + 1]],
                                one_off=min(1.0, max(0.0, one_off)), reader=self.name,
-                               reader_version=self.batch_version))
+                               reader_version=excerpt_version(self.batch_version, cut)))
         return out
 
     # -- one question ------------------------------------------------------------

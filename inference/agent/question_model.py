@@ -24,11 +24,13 @@ from doxa.data.errors import StoreError
 
 from .llm_http import ORGANIZER_ENV, ChatClient
 from .organizer_schema import parse_reply, stated_in
+from .reader_prompts import excerpt
 from .untrusted import untrusted
 
 #: At most this many options a proposal keeps (a value question names few values at a time).
 MAX_OPTIONS = 8
-#: At most this many characters of one message shown when options are proposed.
+#: About this many characters of one message are shown when options are proposed (a longer one:
+#: its excerpt, :func:`~.reader_prompts.excerpt`).
 MESSAGE_CHARS = 400
 
 #: The kinds the proposal prompt gives as examples: one the model returns for a question none of whose
@@ -82,7 +84,8 @@ class QuestionModel(ChatClient):
         """The kind, third-person text and options of a new question from ``messages`` (their texts)."""
         lines = [f"Question: {untrusted(question)}", f"About: {untrusted(subject_name)}",
                  "Kept messages (newest first):" if messages else "Kept messages: none"]
-        shown = [m[:MESSAGE_CHARS] for m in messages]
+        # a long message: the part that bears on the question (a pasted document's first lines rarely do)
+        shown = [excerpt(m, question, MESSAGE_CHARS)[0] for m in messages]
         lines += [f"- <message>{untrusted(m)}</message>" for m in shown]
         value = self._json(PROPOSE, "\n".join(lines), _check_proposal)
         options = [o for o in dict.fromkeys(" ".join(str(o).split()) for o in value["options"]) if o]

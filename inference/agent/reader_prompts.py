@@ -3,15 +3,82 @@
 from __future__ import annotations
 
 import math
+import re
 import string
 from typing import Any, Sequence
 
+from doxa.data import search
+from doxa.data.text import words
 from .untrusted import untrusted
 
 
 #: Bumped whenever the wording of the questions below changes: a reader's fitted
 #: temperature belongs to one wording, so a new wording is a new reader version.
 PROMPT_VERSION = "2"
+
+
+# --------------------------------------------------------------------------- long messages
+
+#: The longest message text a prompt shows whole (characters). With the fixed part of a prompt
+#: (about 2,000 characters) it fits a 2,048-token context at three characters a token; a pasted
+#: document of 60,000 characters fits none, and a server answers it with HTTP 400.
+MAX_MESSAGE_CHARS = 4000
+#: The pieces a long message is cut into for :func:`excerpt` (characters, at most).
+PIECE_CHARS = 400
+#: Bumped when :func:`excerpt` chooses differently; a reading of an excerpt carries it
+#: (``reader_version`` + ``-excerpt-`` + this), so it is told from a reading of the whole text.
+EXCERPT_VERSION = "1"
+#: Where a message is cut into pieces: after a sentence's end or at a line break.
+_PIECE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def excerpt(message_text: str, topic: str, max_chars: int = MAX_MESSAGE_CHARS) -> tuple[str, bool]:
+    """(what a prompt shows of ``message_text``, whether it was cut).
+
+    A message up to ``max_chars`` is shown whole. A longer one is cut into sentences (a sentence
+    over :data:`PIECE_CHARS` into runs of words), the pieces are ranked by BM25 against the words
+    of ``topic`` (the question and its answers: what the reading is about), and the pieces that
+    share a word with it, each with the piece either side, best first, are shown in the message's
+    own order up to ``max_chars``, with "…" where text is left out. Where no piece shares a word
+    with the topic, the message's beginning is shown, as the organizer shows a long turn. The
+    message itself is kept whole in the store; only the prompt is cut.
+    """
+    if len(message_text) <= max_chars:
+        return message_text, False
+    pieces = []
+    for sentence in _PIECE_END.split(message_text):
+        sentence = sentence.strip()
+        while len(sentence) > PIECE_CHARS:
+            cut = sentence.rfind(" ", 0, PIECE_CHARS)
+            cut = cut if cut > 0 else PIECE_CHARS
+            pieces.append(sentence[:cut])
+            sentence = sentence[cut:].strip()
+        if sentence:
+            pieces.append(sentence)
+    scores, _ = search.bm25(search.content_terms(words(topic)), [words(piece) for piece in pieces])
+    ranked = sorted((i for i in range(len(pieces)) if scores[i] > 0), key=lambda i: (-scores[i], i))
+    # each hit with the sentences either side of it, best hit first; no hit: the beginning
+    order = dict.fromkeys(j for i in ranked for j in (i, i - 1, i + 1) if 0 <= j < len(pieces)) if ranked \
+        else range(len(pieces))
+    chosen, used = [], 0
+    for i in order:
+        if used + len(pieces[i]) + 3 > max_chars:
+            continue
+        chosen.append(i)
+        used += len(pieces[i]) + 3
+    shown = []
+    for n, i in enumerate(sorted(chosen)):
+        if n == 0 and i > 0 or n > 0 and i > shown[-1][0] + 1:
+            shown.append((i, "…"))
+        shown.append((i, pieces[i]))
+    if not chosen or max(chosen) < len(pieces) - 1:
+        shown.append((len(pieces), "…"))
+    return " ".join(text for _, text in shown), True
+
+
+def excerpt_version(version: str, cut: bool) -> str:
+    """``version`` of a reading, marked when the reader was shown an excerpt (:func:`excerpt`)."""
+    return f"{version}-excerpt-{EXCERPT_VERSION}" if cut else version
 
 
 # --------------------------------------------------------------------------- letters
