@@ -430,7 +430,7 @@ def test_a_learned_twin_that_fails_leaves_its_systems_answer_standing(bench, cap
     rules = {"7 am": "7 am", "6 pm": "6 pm", "denver": "Denver"}
     with FakeChatServer(rules, organizer=answer_model(propose=propose_script, otherwise=window_script),
                         answerer=scripted) as server:
-        run_json(bench, capsys, "--url", server.url, "--systems", "doxa-lazy,doxa-lazy-learned",
+        run_json(bench, capsys, "--url", server.url, "--systems", "doxa-lazy,doxa-lazy-learned", "--limit", "2",
                  "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
     lazy, twin = by_id(results, "doxa-lazy"), by_id(results, "doxa-lazy-learned")
