@@ -548,6 +548,11 @@ class Systems:
             result = memory.answer(record.question, at=record.asked_at, reader=self.reader, model=self.questions,
                                    use_env=False)
             out = _doxa_outcome(result, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept))
+            if self.args.keep_stores:  # every turn, question and reading, to look at or refit later
+                folder = Path(self.args.out) / "stores"
+                folder.mkdir(parents=True, exist_ok=True)
+                with open(folder / f"{'doxa-lazy' if lazy else 'doxa'}-{record.id}.jsonl", "w", encoding="utf-8") as f:
+                    memory.export(f)
             if learned is not None:
                 key = (learned_name(lazy), record.id)
                 try:  # the twin's failure is its own: the answer above stands
@@ -1071,6 +1076,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-logprobs", action="store_true", help="do not ask the baselines' answers for logprobs")
     parser.add_argument("--out", default="bench-conversations", help="folder for report.md, results.json, plots")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--keep-stores", action="store_true",
+                        help="write each question's doxa store (doxa, doxa-lazy) as a `doxa export` under OUT/stores/, "
+                             "before a learned twin reads it")
     parser.add_argument("--resume", action="store_true",
                         help="go on with the answers --out already holds (same settings): ask only the rest")
     parser.add_argument("--redo", default="",

@@ -439,6 +439,32 @@ def test_a_learned_twin_that_fails_leaves_its_systems_answer_standing(bench, cap
     assert all("no parameters today" in r["error"] for r in twin.values())
 
 
+def test_keep_stores_writes_each_questions_store_as_an_export_that_ingests_again(bench, capsys, tmp_path):
+    """``--keep-stores``: doxa-lazy's store of each question, every turn and the question it made
+    with its readings, as a `doxa export` under OUT/stores/, which an empty store ingests whole."""
+    import doxa
+    from llm_server import answer_model
+
+    rules = {"7 am": "7 am", "6 pm": "6 pm", "denver": "Denver"}
+    with FakeChatServer(rules, organizer=answer_model(propose=propose_script, otherwise=window_script),
+                        answerer=scripted) as server:
+        run_json(bench, capsys, "--url", server.url, "--systems", "doxa-lazy", "--limit", "2", "--keep-stores",
+                 "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert len(by_id(results, "doxa-lazy")) == 2
+    assert any(r["tracked"] and r["readings"] for r in by_id(results, "doxa-lazy").values())
+    for r in by_id(results, "doxa-lazy").values():
+        kept = tmp_path / "stores" / f"doxa-lazy-{r['id']}.jsonl"
+        lines = kept.read_text().splitlines()
+        assert sum('"type": "message"' in line or '"type":"message"' in line for line in lines) >= r["user_turns"]
+        with doxa.open(":memory:") as copy:
+            copy.ingest_lines(lines)
+            if r["tracked"]:
+                assert copy.store.question(r["tracked"]) is not None
+                assert copy.store.execute("SELECT count(*) FROM readings WHERE question = ?",
+                                          [r["tracked"]]).fetchone()[0] == r["readings"]
+
+
 @pytest.mark.parametrize("plain, twin", [("doxa", "doxa-learned"), ("doxa-lazy", "doxa-lazy-learned")])
 def test_a_learned_twin_reads_its_systems_store_again_under_the_fit_on_the_other_questions(bench, capsys, tmp_path,
                                                                                            plain, twin):
