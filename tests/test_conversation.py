@@ -148,6 +148,21 @@ def test_sessions_given_as_objects_and_a_changed_turn_is_refused(mem):
     assert len(messages(mem)) == 2
 
 
+def test_two_sessions_given_under_one_id_are_both_kept_and_remembering_them_again_adds_nothing(mem):
+    """LongMemEval's haystacks repeat a session id now and then, with other turns or another date: the
+    second session of an id is kept under ids of its own (not refused as an edit of the first), and the
+    same sessions given again add nothing."""
+    sessions = [Session("s1", "2024-01-02T08:00:00", [("user", "I live in Leeds now."), ("assistant", "Nice!")]),
+                Session("s2", "2024-01-03T08:00:00", [("user", "Work is busy."), ("assistant", "Hang in there.")]),
+                Session("s1", "2024-02-05T08:00:00", [("user", "We moved to York."), ("assistant", "Good luck!")])]
+    assert mem.remember_conversation(sessions, keep_only=True).messages_added == 6
+    kept = {mid: text for mid, text, _, _ in messages(mem)}
+    assert kept[turn_message_id("s1", 0)] == "I live in Leeds now."
+    assert kept[turn_message_id("s1", 0, 1)] == "We moved to York."
+    assert mem.remember_conversation(sessions, keep_only=True).messages_added == 0
+    assert len(messages(mem)) == 6
+
+
 # ---------------------------------------------------------------------------- organized, a window per call
 def test_end_to_end_one_organizer_call_per_window_finds_both_jobs_and_answers_the_current_one(mem):
     organize = window_organizer()

@@ -249,9 +249,13 @@ def _from_lines(text: str) -> tuple[list[Session], list[str]]:
 
 
 # ---------------------------------------------------------------------------- what is kept
-def turn_message_id(session_id: str, index: int) -> str:
-    """A turn's message id, from its session id and its number in the session."""
-    return f"turn-{hashlib.sha1(str(session_id).encode('utf-8')).hexdigest()[:16]}-{index:04d}"
+def turn_message_id(session_id: str, index: int, occurrence: int = 0) -> str:
+    """A turn's message id, from its session id and its number in the session. ``occurrence``: the
+    how-many-eth session of that id this one is in what was given (LongMemEval's haystacks repeat an
+    id now and then, with other turns or another date); the first keeps the plain id, so a file
+    remembered again gives the same ids."""
+    key = str(session_id) if occurrence == 0 else f"{session_id}#{occurrence}"
+    return f"turn-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:16]}-{index:04d}"
 
 
 def worth_organizing(text: str) -> bool:
@@ -365,10 +369,18 @@ class _Turn:
 
 
 def _turns(sessions: Sequence[Session]) -> list[_Turn]:
+    seen: dict[str, int] = {}
+    occurrence = []  # of each session, in the order given: two sessions of one id get two sets of ids
+    for s in sessions:
+        occurrence.append(seen.get(s.id, 0))
+        seen[s.id] = occurrence[-1] + 1
     out = []
-    for s in sorted(sessions, key=lambda s: s.date):  # stable: sessions of one date keep their order
+    # stable: sessions of one date keep their order
+    for n in sorted(range(len(sessions)), key=lambda n: sessions[n].date):
+        s = sessions[n]
         for i, (role, text) in enumerate(s.turns):
-            out.append(_Turn(turn_message_id(s.id, i), s.id, i, role, text, s.date + timedelta(seconds=i)))
+            out.append(_Turn(turn_message_id(s.id, i, occurrence[n]), s.id, i, role, text,
+                             s.date + timedelta(seconds=i)))
     return out
 
 
