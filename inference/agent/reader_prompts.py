@@ -1,4 +1,5 @@
-"""The questions a reader asks a language model (lettered multiple choice) and the rule that reads its answer letters."""
+"""The questions a reader asks a language model (lettered multiple choice), what a prompt shows of a
+message too long for it, and the rule that reads its answer letters."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, Sequence
 
 from doxa.data import search
 from doxa.data.text import words
+
 from .untrusted import untrusted
 
 
@@ -68,7 +70,7 @@ def excerpt(message_text: str, topic: str, max_chars: int = MAX_MESSAGE_CHARS) -
         used += len(pieces[i]) + 3
     shown = []
     for n, i in enumerate(sorted(chosen)):
-        if n == 0 and i > 0 or n > 0 and i > shown[-1][0] + 1:
+        if (n == 0 and i > 0) or (n > 0 and i > shown[-1][0] + 1):  # text left out before this piece
             shown.append((i, "…"))
         shown.append((i, pieces[i]))
     if not chosen or max(chosen) < len(pieces) - 1:
