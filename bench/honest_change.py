@@ -226,30 +226,35 @@ def follow_counts(world: World, evidence: Evidence, systems: list, cap: int, rep
 
 
 # ---------------------------------------------------------------------------- part 2
-def smoothed(evidence: Evidence, params: dict[str, Any], rows: np.ndarray, options: np.ndarray) -> np.ndarray:
-    """``P(z = options[i] at reading rows[i] | every reading and settlement of its question)``
-    under ``params``, for readings of distinct questions.
+def smoothed(evidence: Evidence, params: dict[str, Any], passes: list[tuple[np.ndarray, np.ndarray]]
+             ) -> list[np.ndarray]:
+    """For each pass ``(rows, options)``: ``P(z = options[i] at reading rows[i] | every reading and
+    settlement of its question)`` under ``params``, the rows of one pass of distinct questions.
 
     The smoothed marginal of one event is a ratio of two marginal likelihoods: the question's
     evidence with that event's likelihood multiplied by the indicator of the value, over the
-    evidence as it is, ``Z(L_e · 1_v) / Z(L)``; one filter pass does every row at once."""
-    rows, options = np.asarray(rows, dtype=np.int64), np.asarray(options, dtype=np.int64)
-    if len(np.unique(evidence.q[rows])) != len(rows):
-        raise ValueError("smoothed: one row a question per call (two rows of one question are a joint event)")
+    evidence as it is, ``Z(L_e · 1_v) / Z(L)``. The evidence as it is is filtered once; each pass
+    is one more filter, with every row of the pass marked at once."""
     inputs = scorer.model_inputs(evidence, params)
     q, t, like = scorer.events(evidence, inputs.likelihood)
     change = scorer.event_change(evidence, inputs.change)
     _, log_z, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, like, math.inf, change, inputs.event_prior)
     order = scorer.event_order(evidence)
-    event = rows if order is None else np.argsort(order)[rows]
-    marked = like.copy()
-    keep = marked[event, options]
-    marked[event] = 0.0
-    marked[event, options] = keep
-    _, log_z_marked, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, marked, math.inf, change,
-                                               inputs.event_prior)
-    question = evidence.q[rows]
-    return np.exp(log_z_marked[question] - log_z[question])
+    out = []
+    for rows, options in passes:
+        rows, options = np.asarray(rows, dtype=np.int64), np.asarray(options, dtype=np.int64)
+        if len(np.unique(evidence.q[rows])) != len(rows):
+            raise ValueError("smoothed: one row a question per pass (two rows of one question are a joint event)")
+        event = rows if order is None else np.argsort(order)[rows]
+        marked = like.copy()
+        keep = marked[event, options]
+        marked[event] = 0.0
+        marked[event, options] = keep
+        _, log_z_marked, _ = scorer.forward_filter(inputs.prior, inputs.rate, q, t, marked, math.inf, change,
+                                                   inputs.event_prior)
+        question = evidence.q[rows]
+        out.append(np.exp(log_z_marked[question] - log_z[question]))
+    return out
 
 
 def report_posteriors(world: World, evidence: Evidence, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -275,11 +280,13 @@ def report_posteriors(world: World, evidence: Evidence, params: dict[str, Any]) 
             row = row_of.get(message)
             if row is not None:
                 passes.setdefault(j, {}).setdefault(q_index, (row, option, message))
+    numbers = sorted(passes)
+    batches = [tuple(zip(*passes[j].values())) for j in numbers]  # (rows, options, messages) of each pass
     out = []
-    for j, chosen in sorted(passes.items()):
-        rows, options, messages = zip(*chosen.values())
-        for p, message in zip(smoothed(evidence, params, np.array(rows), np.array(options)).tolist(), messages):
-            out.append({"report": j, "posterior": p, "right": right.get(message)})
+    for j, (_, _, messages), posteriors in zip(numbers, batches,
+                                               smoothed(evidence, params, [(np.array(b[0]), np.array(b[1]))
+                                                                           for b in batches])):
+        out += [{"report": j, "posterior": p, "right": right.get(m)} for p, m in zip(posteriors.tolist(), messages)]
     return out
 
 
