@@ -14,12 +14,39 @@ given the answer. Two patterns break that, and a careful analyst discounts both:
   :data:`BURST_DAYS` (a counter added to the text defeats the store's copy detection,
   not this).
 
-A reading in a group of ``n`` such readings is independent evidence with probability
+A reading in a campaign of ``n`` readings is independent evidence with probability
 ``c = 1/n``, and otherwise says nothing about the answer; in the emission that is one more
 uninformative part, ``L(j) = (1 - c w)/K + c w B(j)`` with ``w = (1-u)(1-o)``, so ``n``
 agreeing readings of a group move a belief about as far as one. Readings from sources
 with a history, and single readings, keep ``c = 1``: corroboration by established sources
-is evidence. The rule is part of the model: the fit's event stream and the scorer both
+is evidence.
+
+In a repetition group, only readings about as clear as a reading share its weight. Write
+a reading's *strength* as how far it departs from saying nothing, ``s = w (K r_top -
+1)/(K - 1)`` in ``[0, 1]`` (``r`` its probabilities over the options, renormalised; 0 for
+an even reading, ``w`` for a certain one). A member of a repetition group ``G`` gets
+
+    c_i = 1 / #{ j ∈ G : s_j ≥ s_i / 2 },
+
+so members of like strength share as ``1/n`` did, and a fainter reading (under half as
+clear) does not take a share of a clearer one, while it still shares its own with every
+clearer member. Why: a source's messages are mostly about other things, and a small
+reader reads many of them as near-even guesses (0.2–0.35 on each of three values) whose
+top value is an accident. Under ``1/n`` each guess that shared its top value with the
+source's one clear statement that day took a share of it: a plain "we have 25 now"
+beside three near-even readings of unrelated turns counted 1/4, and the older value won
+(docs/measurements/2026-12-conversations.md, "S haystacks"). What a hostile source gains:
+members within a factor 2 of one another still count once together, and sorting a group
+into strength octaves ``(m/2^{k+1}, m/2^k]`` below its clearest ``m``, octave ``k`` adds at
+most ``m/2^k``, so ``Σ_G c_i s_i ≤ 2 m``: vague repeats can add at most one more clear
+message's worth. Two smoother rules were measured against it on ``doxa bench --world
+campaign``'s one-source attack, on the same attacked beliefs (``doxa-equal``: 10th
+percentile of claims to flip, share of beliefs that held against 20): ``1/n`` 18 and
+0.89; this rule 15 and 0.89; ``c_i = s_i / Σ_j min(s_i, s_j)`` 13 and 0.88; counting the
+group as its clearest statement, ``c = max s / Σ s``, 11 and 0.86. A campaign keeps
+``1/n``: its accounts were made to state the answer, so a vague reading of one of them
+is the reader's doubt about a real claim, not a message about something else. A reading
+in both kinds of group takes the smaller ``c``. The rule is part of the model: the fit's event stream and the scorer both
 take ``c`` from :func:`independent_share` of the same evidence, so the scorer stays the
 exact filter of the fitted model.
 
@@ -63,14 +90,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from doxa.data.evidence import FRESH_READINGS, Evidence
+from doxa.data.evidence import FRESH_READINGS, Evidence, named_states
 
 #: Same-answer readings this close in time (days, chained) form one group.
 BURST_DAYS = 2.0
 
 
 def independent_share(evidence: Evidence, burst_days: float = BURST_DAYS) -> np.ndarray:
-    """(N,) ``c`` of each reading: 1 over the size of its campaign or repetition group (module doc)."""
+    """(N,) ``c`` of each reading: the smaller of 1 over its campaign's size and 1 over the number
+    of its repetition group's members at least half as strong as it (module doc); 1 for a reading
+    in neither."""
     n = int(evidence.n_readings)
     if n == 0:
         return np.ones(0)
@@ -92,8 +121,14 @@ def independent_share(evidence: Evidence, burst_days: float = BURST_DAYS) -> np.
         used, which = np.unique(evidence.source_index[member], return_inverse=True)
         layer[member] = source_layers(src.paths[used])[which.reshape(-1)]
     campaign = _group_sizes(member, (evidence.q, stated, layer), evidence.t, burst_days)
-    repeated = _group_sizes(states, (evidence.q, evidence.source_index, stated), evidence.t, burst_days)
-    return 1.0 / np.maximum(campaign, repeated)
+    total = np.where(named_states(evidence), evidence.probs, 0.0).sum(axis=1)
+    top = probs[np.arange(n), stated] / np.where(total > 0, total, 1.0)
+    kk = k.astype(np.float64)
+    clear = np.clip(1.0 - evidence.unclear - evidence.unrelated, 0.0, 1.0) * np.clip(1.0 - evidence.one_off, 0.0, 1.0)
+    strength = np.where(states, clear * (kk * top - 1.0) / np.maximum(kk - 1.0, 1.0), 0.0).clip(0.0, 1.0)
+    repeated = _share_among_as_clear(states, (evidence.q, evidence.source_index, stated), evidence.t, burst_days,
+                               strength)
+    return np.minimum(1.0 / campaign, repeated)
 
 
 def source_layers(paths: np.ndarray) -> np.ndarray:
@@ -108,17 +143,42 @@ def source_layers(paths: np.ndarray) -> np.ndarray:
     return np.unique(parents, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
-def _group_sizes(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float) -> np.ndarray:
-    """(N,) size of each member's group (same keys, times chained within ``gap``); 1 for non-members."""
-    out = np.ones(len(t), dtype=np.int64)
+def _groups(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """The members' rows in group order and each one's group number (same keys, times chained within ``gap``)."""
     rows = np.flatnonzero(member)
-    if len(rows) < 2:
-        return out
     order = rows[np.lexsort((t[rows],) + tuple(k[rows] for k in reversed(keys)))]
-    same = np.ones(len(order) - 1, dtype=bool)
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
     for key in keys:
         same &= key[order[1:]] == key[order[:-1]]
     same &= (t[order[1:]] - t[order[:-1]]) <= gap
-    group = np.r_[0, np.cumsum(~same)]
-    out[order] = np.bincount(group)[group]
+    return order, np.r_[0, np.cumsum(~same)] if len(order) else np.zeros(0, dtype=np.int64)
+
+
+def _group_sizes(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float) -> np.ndarray:
+    """(N,) size of each member's group; 1 for non-members."""
+    out = np.ones(len(t), dtype=np.int64)
+    order, group = _groups(member, keys, t, gap)
+    if len(order):
+        out[order] = np.bincount(group)[group]
+    return out
+
+
+def _share_among_as_clear(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float,
+                          strength: np.ndarray) -> np.ndarray:
+    """(N,) 1 over the number of members of each member's group at least half as strong as it; 1 for non-members."""
+    out = np.ones(len(t))
+    order, group = _groups(member, keys, t, gap)
+    if len(order) < 2:
+        return out
+    s = strength[order]
+    by = np.lexsort((s, group))  # within each group, weakest first
+    g, s_sorted = group[by], s[by]
+    starts = np.r_[0, np.flatnonzero(np.diff(g)) + 1]
+    size = np.diff(np.r_[starts, len(g)])
+    end = np.repeat(starts + size, size)
+    # members of the same group with strength >= s_i / 2: from the first such (searchsorted on (group, s)) to the end
+    key = g * 4.0 + s_sorted  # strengths lie in [0, 1]: one sorted key for (group, strength)
+    first = np.searchsorted(key, g * 4.0 + s_sorted / 2, side="left")
+    count = end - first
+    out[order[by]] = 1.0 / np.maximum(count, 1)
     return out

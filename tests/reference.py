@@ -45,10 +45,13 @@ def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: i
     """Independent share c of each reading (model/independence.py), one reading at a time.
 
     ``readings``: dicts with ``question``, ``source``, ``day``, ``probs``, ``history`` (the
-    source's messages in the store) and ``layer`` (the source's layer path; missing: one layer
-    for all). A reading states its single top option, if any; it groups with same-answer
-    readings of its question within ``burst_days`` (chained) that come from fresh sources of
-    its own layer (if it is fresh too), or from its own source.
+    source's messages in the store), ``layer`` (the source's layer path; missing: one layer
+    for all) and optionally ``unclear``, ``unrelated``, ``one_off`` (missing: 0). A reading
+    states its single top option, if any. With same-answer readings of its question within
+    ``burst_days`` (chained) from its own source it shares with those at least half as
+    strong as it (strength: how far its renormalised top probability stands above an even
+    reading, times its clarity); if it is fresh, it also groups with fresh sources of its
+    own layer, sharing with all; the smaller share wins.
     """
     def stated(r):
         ranked = sorted(range(len(r["probs"])), key=lambda j: -r["probs"][j])
@@ -56,7 +59,14 @@ def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: i
             return None
         return ranked[0]
 
-    def group_size(i, same):
+    def strength(r):
+        k, total = len(r["probs"]), sum(r["probs"])
+        top = max(r["probs"]) / total if total > 0 else 1.0 / k
+        clarity = min(max(1.0 - r.get("unclear", 0.0) - r.get("unrelated", 0.0), 0.0), 1.0) \
+            * min(max(1.0 - r.get("one_off", 0.0), 0.0), 1.0)
+        return min(max(clarity * (k * top - 1.0) / max(k - 1.0, 1.0), 0.0), 1.0)
+
+    def group_of(i, same):
         members = sorted((r["day"], j) for j, r in enumerate(readings) if same(j))
         groups, last = [], None
         for day, j in members:
@@ -64,7 +74,7 @@ def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: i
                 groups.append([])
             groups[-1].append(j)
             last = day
-        return next(len(g) for g in groups if i in g)
+        return next(g for g in groups if i in g)
 
     out = []
     for i, r in enumerate(readings):
@@ -72,14 +82,15 @@ def hand_shares(readings: list[dict], burst_days: float = 2.0, fresh_messages: i
         if s is None:
             out.append(1.0)
             continue
-        fresh = r["history"] <= fresh_messages
-        size = group_size(i, lambda j: readings[j]["question"] == r["question"] and stated(readings[j]) == s
-                          and readings[j]["source"] == r["source"])
-        if fresh:
-            size = max(size, group_size(i, lambda j: readings[j]["question"] == r["question"]
-                                        and stated(readings[j]) == s and readings[j]["history"] <= fresh_messages
-                                        and readings[j].get("layer") == r.get("layer")))
-        out.append(1.0 / size)
+        own = group_of(i, lambda j: readings[j]["question"] == r["question"] and stated(readings[j]) == s
+                       and readings[j]["source"] == r["source"])
+        share = 1.0 / sum(strength(readings[j]) >= strength(r) / 2 for j in own)
+        if r["history"] <= fresh_messages:
+            campaign = group_of(i, lambda j: readings[j]["question"] == r["question"]
+                                and stated(readings[j]) == s and readings[j]["history"] <= fresh_messages
+                                and readings[j].get("layer") == r.get("layer"))
+            share = min(share, 1.0 / len(campaign))
+        out.append(share)
     return out
 
 

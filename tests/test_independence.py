@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from doxa.data.store import Store
 from doxa.inference.read import params, scorer
@@ -162,3 +164,69 @@ def test_source_layers_number_the_parent_node(paths, same):
     layer = independence.source_layers(np.array(paths, dtype=object))
     assert [bool(layer[0] == layer[i]) for i in (1, 2)] == same
     assert layer.dtype == np.int64
+
+
+def soft_reading(records, message_day_probs, source="friend-0"):
+    """Append ``source``'s readings of ``sam.q``, given as (day, yes-probability, unrelated), to ``records``."""
+    n = sum(r["type"] == "message" for r in records)
+    if not any(r["type"] == "source" and r["id"] == source for r in records):
+        # an established source (a history on questions of its own), so no campaign rule applies
+        records.append({"type": "source", "id": source, "layers": ["friend"]})
+        for j in range(FRESH_READINGS):
+            n += 1
+            records.append({"type": "question", "id": f"sam.history{j}", "subject": "sam", "kind": "k",
+                            "text": f"history {j}?", "shape": "yes_no", "options": ["yes", "no"]})
+            records.append({"type": "message", "id": f"m{n}", "source": source,
+                            "sent_at": "2024-01-01T12:00:00Z", "text": f"{source} history {n}"})
+            records.append({"type": "reading", "message": f"m{n}", "question": f"sam.history{j}", "reader": "r",
+                            "probs": {"yes": 1.0, "no": 0.0}, "unclear": 0.0, "unrelated": 0.0, "one_off": 0.0})
+    for day, yes, unrelated in message_day_probs:
+        n += 1
+        records.append({"type": "message", "id": f"m{n}", "source": source,
+                        "sent_at": f"2024-02-{day:02d}T12:00:00Z", "text": f"{source} {n}"})
+        records.append({"type": "reading", "message": f"m{n}", "question": "sam.q", "reader": "r",
+                        "probs": {"yes": yes * (1 - unrelated), "no": (1.0 - yes) * (1 - unrelated)},
+                        "unclear": 0.0, "unrelated": unrelated,
+                        "one_off": 0.0})
+    return records
+
+
+def test_near_even_readings_do_not_dilute_their_sources_clear_statement():
+    """One clear "yes" beside three near-even guesses about other messages the same day: the
+    guesses' top value is an accident, and the clear statement keeps nearly its full weight."""
+    base, _ = store_with([("friend-1", 1, "no")])  # an older, clear "no" from someone else
+    alone = soft_reading([dict(r) for r in base], [(5, 0.95, 0.0)])
+    crowded = soft_reading([dict(r) for r in base], [(5, 0.95, 0.0), (5, 0.52, 0.3), (5, 0.51, 0.2), (6, 0.53, 0.25)])
+    _, p_alone = belief(alone)
+    evidence, p_crowded = belief(crowded)
+    share = independent_share(evidence)
+    clear = np.abs(evidence.probs[:, 0] - 0.95) < 1e-9
+    assert share[clear][0] > 0.85  # under 1/n it was 1/4
+    assert p_crowded == pytest.approx(p_alone, abs=0.03)
+
+
+def test_readings_of_like_strength_share_as_before():
+    evidence, _ = belief(soft_reading(store_with([])[0], [(1, 0.9, 0.0), (1, 0.8, 0.1), (2, 0.85, 0.0)]))
+    np.testing.assert_allclose(independent_share(evidence), 1 / 3)  # all within a factor 2 of one another
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 9), st.floats(0.0, 1.0), st.floats(0.0, 0.9)), min_size=1, max_size=8))
+def test_one_sources_vague_repeats_add_at_most_one_clear_message(readings):
+    """Each reading shares with its group's members at least half as clear as it, so a group's
+    statements add up to at most twice its clearest (model/independence.py)."""
+    evidence, _ = belief(soft_reading(store_with([])[0], readings))
+    share = independent_share(evidence)
+    yes = evidence.probs[:, 0] / evidence.probs[:, :2].sum(axis=1)
+    strength = (1 - evidence.unrelated) * np.abs(2 * yes - 1)
+    assert np.all((share > 0) & (share <= 1))
+    for side in (yes > 0.5 + 1e-9, yes < 0.5 - 1e-9):  # groups are per stated answer and burst
+        rows = np.flatnonzero(side)
+        order = rows[np.argsort(evidence.t[rows], kind="stable")]
+        for burst in np.split(order, np.flatnonzero(np.diff(evidence.t[order]) > BURST_DAYS) + 1):
+            if not len(burst):
+                continue
+            s = strength[burst]
+            as_clear = (s[None, :] >= s[:, None] / 2 - 1e-12).sum(axis=1)
+            np.testing.assert_allclose(share[burst], 1 / as_clear, rtol=1e-9)
+            assert float((share[burst] * s).sum()) <= 2 * s.max() + 1e-9

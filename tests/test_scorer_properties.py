@@ -376,6 +376,7 @@ def test_without_change_the_belief_is_the_prior_plus_the_sum_of_log_likelihood_r
         shares = hand_shares([{"question": qid, "source": world.messages[r.message][0],
                                "layer": "/".join(world.sources[world.messages[r.message][0]][0]),
                                "day": world.messages[r.message][1] / 24.0, "probs": r.probs,
+                               "unclear": r.unclear, "unrelated": r.unrelated, "one_off": r.one_off,
                                "history": len(history[world.messages[r.message][0]])} for r in counted.values()])
         for r, share in zip(counted.values(), shares):
             sid = world.messages[r.message][0]
