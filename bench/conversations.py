@@ -19,7 +19,10 @@ with that file: answers already there are kept (a failed one is asked again), th
 and the report covers every answer the folder holds — so a run of hours can be stopped and taken
 up again, in another session, with the same settings (refused otherwise; each answer records the
 commit it ran on); ``--redo SYSTEMS`` asks those systems' kept answers again (their code
-changed). Without ``--resume`` a folder that already holds answers is refused, not overwritten:
+changed). ``--export DEST`` copies a folder's answers without the data's texts (questions, gold
+answers, answers), so a run longer than one machine's life is kept in the repository and resumed
+from it (``--out DEST --resume``). Without ``--resume`` a folder that already holds answers is
+refused, not overwritten:
 
 - ``doxa``: ``remember_conversation`` (organize + read every turn), then ``mem.answer``;
 - ``doxa-lazy``: ``remember_conversation(keep_only=True)`` (no model call at ingest), then
@@ -820,7 +823,7 @@ def run(records: list[Record], systems: list[str], args, progress: Callable[[str
 
 
 def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool,
-                    redo: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+                    redo: frozenset[str] = frozenset(), check_settings: bool = True) -> list[dict[str, Any]]:
     """The answers ``out`` holds from an earlier run, to go on with (``resume``); a failed answer
     (``error``) is left out, so it is asked again, and so are the answers of the systems in ``redo``
     (their code changed since). Refused (ValueError, saying what to do) when the folder holds
@@ -834,8 +837,10 @@ def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool,
         raise ValueError(f"{path} already holds {len(lines)} answers: pass --resume to go on with them, "
                          "or choose another --out")
     stated = out / "settings.json"
-    if stated.exists():
+    if check_settings and stated.exists():
         before = json.loads(stated.read_text(encoding="utf-8"))
+        if before.get("data"):  # earlier runs stated the data's whole path; its name is what identifies it
+            before["data"] = Path(before["data"]).name
         changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
         if changed:
             what = ", ".join(f"{k}: {before.get(k)!r} then, {settings.get(k)!r} now" for k in changed)
@@ -854,6 +859,28 @@ def earlier_answers(out: Path, settings: dict[str, Any], *, resume: bool,
         if not row.get("error") and row.get("system") not in redo:
             kept.append(row)
     return kept
+
+
+#: What an exported row leaves out: the texts of the questions, gold answers and answers (the data's
+#: own words, which stay out of the repository); ids, verdicts, confidences and costs remain.
+DATA_TEXT = ("question", "gold", "answer", "alternatives", "tracked")
+
+
+def export_answers(out: Path, dest: Path) -> int:
+    """Copy ``out``'s answers and settings to ``dest`` without the data's texts (:data:`DATA_TEXT`),
+    so a run of many hours can be kept in the repository and resumed from there in a later session
+    (``--out DEST --resume``): the report needs none of the texts. Returns the rows written."""
+    rows = earlier_answers(out, {}, resume=True, check_settings=False)
+    settings_path = out / "settings.json"
+    if not rows or not settings_path.exists():
+        raise ValueError(f"{out} holds no answers to export: run the benchmark with --out {out} first")
+    dest.mkdir(parents=True, exist_ok=True)
+    fresh = dest / "results.jsonl.new"
+    fresh.write_text("".join(json.dumps({k: v for k, v in row.items() if k not in DATA_TEXT}, default=str) + "\n"
+                             for row in rows), encoding="utf-8")
+    os.replace(fresh, dest / "results.jsonl")
+    (dest / "settings.json").write_text(settings_path.read_text(encoding="utf-8"), encoding="utf-8")
+    return len(rows)
 
 
 def _commit() -> str | None:
@@ -1055,7 +1082,8 @@ def plot(results: list[dict[str, Any]], out: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, help="a folder of LongMemEval records, or its single JSON list")
+    parser.add_argument("--data", help="a folder of LongMemEval records, or its single JSON list (required but "
+                                        "with --export)")
     parser.add_argument("--url", default=os.environ.get("DOXA_READER_URL"),
                         help="the OpenAI-compatible base URL every system uses (default $DOXA_READER_URL)")
     parser.add_argument("--model", default=os.environ.get("DOXA_READER_MODEL"), help="the model name to send")
@@ -1081,6 +1109,9 @@ def main(argv: list[str] | None = None) -> int:
                              "before a learned twin reads it")
     parser.add_argument("--resume", action="store_true",
                         help="go on with the answers --out already holds (same settings): ask only the rest")
+    parser.add_argument("--export", default=None, metavar="DEST",
+                        help="copy --out's answers and settings to DEST without the data's texts (to keep a long "
+                             "run in the repository and resume it later with --out DEST --resume), then stop")
     parser.add_argument("--redo", default="",
                         help="with --resume: systems whose kept answers are asked again (comma-separated; "
                              "their code changed since); the others' are kept")
@@ -1092,6 +1123,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--redo: unknown system(s) {', '.join(sorted(redo - set(ALL_SYSTEMS)))}; "
                      f"known: {', '.join(ALL_SYSTEMS)}")
 
+    if args.export:
+        try:
+            n = export_answers(Path(args.out), Path(args.export))
+        except ValueError as err:
+            parser.error(str(err))
+        print(f"{n} answers of {args.out} written to {args.export} (without the data's texts)", file=sys.stderr)
+        return 0
+
+    if not args.data:
+        parser.error("--data is required: a folder of LongMemEval records, or its single JSON list")
     allowed = ORACLE_SYSTEMS if args.reader == "oracle" else ALL_SYSTEMS
     systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else list(allowed)
     unknown = [s for s in systems if s not in ALL_SYSTEMS]
@@ -1105,7 +1146,8 @@ def main(argv: list[str] | None = None) -> int:
     records = spread(load_records(args.data), args.skip + args.limit if args.limit is not None else None)[args.skip:]
     say = (lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(args.out)
-    settings = {"data": str(Path(args.data).resolve()), "reader": args.reader, "model": args.model, "k": args.k, "context_tokens": args.context_tokens,
+    # the data set by its name, not where it lies: a run kept in the repository (--export) resumes on another machine
+    settings = {"data": Path(args.data).resolve().name, "reader": args.reader, "model": args.model, "k": args.k, "context_tokens": args.context_tokens,
                 "answer_tokens": args.answer_tokens, "logprobs": not args.no_logprobs, "oracle_own": ORACLE_OWN}
     try:
         earlier = earlier_answers(out, settings, resume=args.resume, redo=redo)

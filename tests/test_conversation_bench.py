@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -343,6 +344,28 @@ def test_a_run_goes_on_with_resume_and_never_overwrites_answers(bench, capsys, t
     with pytest.raises(SystemExit):
         bench.main(["--data", str(TINY), "--reader", "oracle", "--redo", "rag", "--out", str(tmp_path)])
     assert "--redo goes with --resume" in capsys.readouterr().err
+
+
+def test_an_exported_run_holds_no_data_text_and_resumes_on_another_machine(bench, capsys, tmp_path):
+    both = ("--systems", "doxa-oracle-reader,latest-oracle")
+    first = run_json(bench, capsys, "--reader", "oracle", *both, "--limit", "2", "--out", str(tmp_path / "run"))
+    whole = run_json(bench, capsys, "--reader", "oracle", *both, "--out", str(tmp_path / "whole"))
+    assert bench.main(["--out", str(tmp_path / "run"), "--export", str(tmp_path / "kept")]) == 0
+    assert "written to" in capsys.readouterr().err
+    texts = {str(r[k]) for r in json.loads((tmp_path / "run" / "results.json").read_text())["results"]
+             for k in ("question", "gold") if r.get(k)}
+    kept = (tmp_path / "kept" / "results.jsonl").read_text()
+    assert texts and not any(text in kept for text in texts)  # the data's words stay out of what is kept
+    assert len(kept.splitlines()) == 2 * first["questions"]
+    # the data lies elsewhere on the next machine: its name, not its path, must match
+    moved = tmp_path / "elsewhere" / TINY.name
+    shutil.copytree(TINY, moved)
+    resumed = run_json(bench, capsys, "--data", str(moved), "--reader", "oracle", *both, "--resume",
+                       "--out", str(tmp_path / "kept"))
+    assert resumed["resumed"] == 2 * first["questions"] and resumed["rows"] == whole["rows"]
+    with pytest.raises(SystemExit):  # nothing to export
+        bench.main(["--out", str(tmp_path / "empty"), "--export", str(tmp_path / "x")])
+    assert "holds no answers" in capsys.readouterr().err
 
 
 def test_goals_are_judged_from_the_rows_by_hand(bench):
