@@ -311,14 +311,16 @@ def _drop_value(con, question: str, value: str) -> None:
 
 
 def erase(con: duckdb.DuckDBPyConnection, kind: str, target: str, *, by: str, reason: str | None,
-          at: datetime) -> tuple[ErasurePlan, str]:
+          at: datetime, planned: ErasurePlan | None = None) -> tuple[ErasurePlan, str]:
     """Forget ``kind`` ``target`` in one transaction (see the module docstring for what goes), with its
     erasure record. Returns the plan it carried out and the erasure record's id. The bytes are still in
-    the file until :func:`rewrite`."""
+    the file until :func:`rewrite`. ``planned``: the :func:`plan` of the same target made on ``con``
+    under the same write lock, its tables still there (a caller that looked at it first); else it
+    plans here."""
     if not by or not by.strip():
         raise ErasureError("say who asks for the erasure (by), e.g. by=user")
     with transaction(con):
-        found = plan(con, kind, target)
+        found = planned if planned is not None else plan(con, kind, target)
         try:
             _remove(con, kind, target, found)
             record_id = _free_id(con, f"{kind}:{target}")

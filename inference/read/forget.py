@@ -98,7 +98,7 @@ def forget(memory: "Memory", kind: str, target: str, *, reason: str | None = Non
     with store.writing():
         preview = erasure.plan(store.con, kind, target)
         before = _tops(memory, preview.changed + preview.questions, at)
-        found, record = erasure.erase(store.con, kind, target, by=by, reason=reason, at=at)
+        found, record = erasure.erase(store.con, kind, target, by=by, reason=reason, at=at, planned=preview)
         rewritten = False
         if not store.in_memory:
             try:
