@@ -59,7 +59,8 @@ stemmer): ``accuracy`` — an answerable question is right when the normalised g
 the gold without a parenthesised remark) is contained in the answer, word for word; an ``_abs``
 question is right when the system abstains; ``f1`` — token F1 against the gold (answerable
 questions); ``abstain_correct`` — share of ``_abs`` questions abstained on; ``false_abstain`` —
-share of answerable questions abstained on. Confidence (doxa's ``p``; a baseline's probability
+share of answerable questions abstained on; ``misses`` (doxa's systems) — why its top value was
+wrong, question by question (:func:`miss_reason`). Confidence (doxa's ``p``; a baseline's probability
 of its generated answer, the product of its tokens' probabilities, where the server returns
 log-probabilities; ``latest-oracle`` states none): every question counts with the confidence of
 the value the system named (0 when it named none) against whether that value is right (never on
@@ -550,7 +551,8 @@ class Systems:
             asking = self.meter.now()
             result = memory.answer(record.question, at=record.asked_at, reader=self.reader, model=self.questions,
                                    use_env=False)
-            out = _doxa_outcome(result, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept))
+            out = _doxa_outcome(result, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept),
+                                miss=miss_reason(memory, result, record))
             if self.args.keep_stores:  # every turn, question and reading, to look at or refit later
                 folder = Path(self.args.out) / "stores"
                 folder.mkdir(parents=True, exist_ok=True)
@@ -569,7 +571,8 @@ class Systems:
                     # its question-time cost: both answers (the first made the question it reads)
                     self.learned_outcomes[key] = _doxa_outcome(
                         again, ingest=ingest, question=self.meter.now() - asking, conversation=_to_dict(kept),
-                        params="fitted on the other questions' settled oracle stores")
+                        params="fitted on the other questions' settled oracle stores",
+                        miss=miss_reason(memory, again, record))
             return out
         finally:
             memory.close()
@@ -625,6 +628,36 @@ def _doxa_outcome(result, *, ingest: Cost | None = None, question: Cost | None =
                    extra={"when": result.when, "found_by": result.found_by, "created": result.created,
                           "readings": result.readings, "tracked": result.question,
                           "alternatives": result.alternatives[:3], **extra})
+
+
+#: At or above this probability on a value a reading states it clearly (for :func:`miss_reason`).
+CLEAR_READING = 0.8
+
+
+def miss_reason(memory, result, record: Record) -> str | None:
+    """Why doxa's top value is not the gold answer, from its store (None when it is, and on ``_abs``):
+    ``no question``; ``earlier value unknown`` (asked for the value before a change none recorded);
+    ``not an option`` (no option holds the gold answer); ``never read clearly`` (no reading puts
+    :data:`CLEAR_READING` on an option that holds it); ``lost to a clear rival`` (read clearly, and
+    another option was too: the belief chose the other); ``lost`` (read clearly, no clear rival)."""
+    if record.abstain or (result.answer is not None and contains(str(result.answer), record.answer)):
+        return None
+    if result.question is None:
+        return "no question"
+    if result.answer is None and result.when != "now":
+        return "earlier value unknown"
+    options = list(memory.store.question(result.question)["options"])
+    gold = {o for o in options if contains(o, record.answer)}
+    if not gold:
+        return "not an option"
+    terms = memory.explain(result.question, record.asked_at).terms
+
+    def clear(values: set[str]) -> bool:
+        return any(t.reader_probs.get(v, 0.0) >= CLEAR_READING for t in terms for v in values)
+
+    if not clear(gold):
+        return "never read clearly"
+    return "lost to a clear rival" if clear(set(options) - gold) else "lost"
 
 
 # ----------------------------------------------------------------------------- the oracle systems
@@ -935,6 +968,8 @@ def summarise(results: list[dict[str, Any]], group: Callable[[dict], tuple]) -> 
                "ece": None, "brier": None, "aurc": None, **{f"acc_at_{int(c * 100)}": None for c in COVERAGES}}
         if "k" in items[0]:
             row["k"] = items[0]["k"]
+        if any("miss" in r for r in items):  # doxa's: why its top value was wrong (miss_reason)
+            row["misses"] = dict(sorted(Counter(r["miss"] for r in items if r.get("miss")).items()))
         if scored and any(r["confidence"] is not None for r in scored):
             confidence = np.array([r["confidence"] or 0.0 for r in scored])
             right = np.array([float(r["value_right"]) for r in scored])
@@ -1033,6 +1068,8 @@ def markdown(report: dict[str, Any]) -> str:
                   for r in rows if r["truncated"]]
         notes += [f"{r['system']}: {r['errors']} question(s) failed (counted wrong)" for r in rows if r["errors"]]
         notes += [f"{r['system']}: k = {r['k']}" for r in rows if r.get("k")]
+        notes += [f"{r['system']}, why its top value was wrong: "
+                  + ", ".join(f"{why} {n}" for why, n in r["misses"].items()) for r in rows if r.get("misses")]
         lines += [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
     lines += ["Accuracy: the normalised gold answer contained in the answer (abstaining is right on `_abs` "
               "questions, wrong elsewhere). Confidence figures: every question with the confidence of the value "

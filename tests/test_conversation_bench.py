@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -297,6 +298,9 @@ def test_doxa_eager_and_lazy_through_the_scripted_model(bench, capsys, tmp_path)
         assert gym["value_right"] and gym["confidence"] > max(a["p"] for a in gym["alternatives"]), system
         assert answers["tiny_gym_prev"]["when"] == "previous" and answers["tiny_gym_prev"]["value_right"], system
         assert answers["tiny_sister"]["value_right"], system
+        # each answer says why its top value was wrong, and a right one has no reason
+        assert all("miss" in r and (r["miss"] is None) == (r["value_right"] or r["abs"]) for r in answers.values())
+        assert "misses" in row(report, system, "knowledge-update")
     eager, lazy = by_id(results, "doxa"), by_id(results, "doxa-lazy")
     # eager organizes and reads at ingest; lazy keeps every turn with no call, and works at question time
     assert eager["tiny_gym"]["ingest"]["calls"] > 0 and eager["tiny_gym"]["conversation"]["readings"] > 0
@@ -366,6 +370,40 @@ def test_an_exported_run_holds_no_data_text_and_resumes_on_another_machine(bench
     with pytest.raises(SystemExit):  # nothing to export
         bench.main(["--out", str(tmp_path / "empty"), "--export", str(tmp_path / "x")])
     assert "holds no answers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("readings, answer, gold, when, reason", [
+    ([], "red", "red", "now", None),  # right
+    ([], None, "red", "previous", "earlier value unknown"),
+    ([("red", 0.9)], "red", "green", "now", "not an option"),
+    ([("red", 0.9), ("blue", 0.6)], "red", "blue", "now", "never read clearly"),
+    ([("red", 0.9), ("blue", 0.9)], "red", "blue", "now", "lost to a clear rival"),
+    ([("red", 0.5), ("blue", 0.9)], "red", "blue", "now", "lost"),
+])
+def test_why_doxas_top_value_was_wrong(bench, readings, answer, gold, when, reason):
+    from types import SimpleNamespace
+
+    import doxa
+
+    records = [{"type": "subject", "id": "me", "name": "Me"},
+               {"type": "source", "id": "me-chat", "layers": ["person", "self", "chat"]},
+               {"type": "question", "id": "me.q", "subject": "me", "kind": "k", "text": "Which?", "shape": "choice",
+                "options": ["red", "blue"]}]
+    for n, (value, p) in enumerate(readings):
+        other = "blue" if value == "red" else "red"
+        records += [{"type": "message", "id": f"m{n}", "source": "me-chat", "sent_at": f"2024-01-0{n + 1}T12:00:00Z",
+                     "text": f"message {n}"},
+                    {"type": "reading", "message": f"m{n}", "question": "me.q", "reader": "r",
+                     "probs": {value: p, other: 1 - p}, "unclear": 0.0, "unrelated": 0.0, "one_off": 0.0}]
+    memory = doxa.open(":memory:", log_reads=False)
+    try:
+        memory.store.ingest_records(records)
+        result = SimpleNamespace(answer=answer, question="me.q", when=when)
+        record = SimpleNamespace(abstain=False, answer=gold, asked_at=datetime(2024, 2, 1))
+        assert bench.miss_reason(memory, result, record) == reason
+        assert bench.miss_reason(memory, result, SimpleNamespace(abstain=True, answer=gold, asked_at=None)) is None
+    finally:
+        memory.close()
 
 
 def test_goals_are_judged_from_the_rows_by_hand(bench):
