@@ -912,7 +912,10 @@ def export_answers(out: Path, dest: Path) -> int:
     fresh.write_text("".join(json.dumps({k: v for k, v in row.items() if k not in DATA_TEXT}, default=str) + "\n"
                              for row in rows), encoding="utf-8")
     os.replace(fresh, dest / "results.jsonl")
-    (dest / "settings.json").write_text(settings_path.read_text(encoding="utf-8"), encoding="utf-8")
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    if settings.get("data"):  # the data set's name, never where it lay on the machine that ran it
+        settings["data"] = Path(settings["data"]).name
+    (dest / "settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     return len(rows)
 
 

@@ -354,12 +354,15 @@ def test_an_exported_run_holds_no_data_text_and_resumes_on_another_machine(bench
     both = ("--systems", "doxa-oracle-reader,latest-oracle")
     first = run_json(bench, capsys, "--reader", "oracle", *both, "--limit", "2", "--out", str(tmp_path / "run"))
     whole = run_json(bench, capsys, "--reader", "oracle", *both, "--out", str(tmp_path / "whole"))
+    stated = tmp_path / "run" / "settings.json"  # as runs before the data was named wrote it: its whole path
+    stated.write_text(json.dumps({**json.loads(stated.read_text()), "data": str(TINY.resolve())}))
     assert bench.main(["--out", str(tmp_path / "run"), "--export", str(tmp_path / "kept")]) == 0
     assert "written to" in capsys.readouterr().err
     texts = {str(r[k]) for r in json.loads((tmp_path / "run" / "results.json").read_text())["results"]
              for k in ("question", "gold") if r.get(k)}
     kept = (tmp_path / "kept" / "results.jsonl").read_text()
     assert texts and not any(text in kept for text in texts)  # the data's words stay out of what is kept
+    assert json.loads((tmp_path / "kept" / "settings.json").read_text())["data"] == TINY.name  # not its path
     assert len(kept.splitlines()) == 2 * first["questions"]
     # the data lies elsewhere on the next machine: its name, not its path, must match
     moved = tmp_path / "elsewhere" / TINY.name
