@@ -39,16 +39,18 @@ beside three near-even readings of unrelated turns counted 1/4, and the older va
 members within a factor 2 of one another still count once together, and sorting a group
 into strength octaves ``(m/2^{k+1}, m/2^k]`` below its clearest ``m``, octave ``k`` adds at
 most ``m/2^k``, so ``Σ_G c_i s_i ≤ 2 m``: vague repeats can add at most one more clear
-message's worth. Two smoother rules were measured against it on ``doxa bench --world
-campaign``'s one-source attack, on the same attacked beliefs (``doxa-equal``: 10th
-percentile of claims to flip, share of beliefs that held against 20): ``1/n`` 18 and
-0.89; this rule 15 and 0.89; ``c_i = s_i / Σ_j min(s_i, s_j)`` 13 and 0.88; counting the
-group as its clearest statement, ``c = max s / Σ s``, 11 and 0.86. A campaign keeps
-``1/n``: its accounts were made to state the answer, so a vague reading of one of them
-is the reader's doubt about a real claim, not a message about something else. A reading
-in both kinds of group takes the smaller ``c``. The rule is part of the model: the fit's event stream and the scorer both
-take ``c`` from :func:`independent_share` of the same evidence, so the scorer stays the
-exact filter of the fitted model.
+message's worth. Measured on ``doxa bench --world campaign``'s one-source attack, on the
+same attacked beliefs (``doxa-equal``: 10th percentile of claims to flip, share of beliefs
+that held against 20): ``1/n`` 18 and 0.89; this rule 15 and 0.89; two smoother rules,
+``c_i = s_i / Σ_j min(s_i, s_j)``, 13 and 0.88, and the group counted as its clearest
+statement, ``c = max s / Σ s``, 11 and 0.86. A campaign keeps ``1/n``: its accounts were
+made to state the answer, so a vague reading of one of them is the reader's doubt about a
+real claim, not a message about something else. A reading in both kinds of group takes the
+smaller ``c``.
+
+The rule is part of the model: the fit's event stream and the scorer both take ``c`` from
+:func:`independent_share` of the same evidence, so the scorer stays the exact filter of the
+fitted model.
 
 Why the layer is part of a campaign's key (an honest change must be followed). The
 discount is a statement about authorship: ``c = E[authors] / n``, with one author
@@ -127,7 +129,7 @@ def independent_share(evidence: Evidence, burst_days: float = BURST_DAYS) -> np.
     clear = np.clip(1.0 - evidence.unclear - evidence.unrelated, 0.0, 1.0) * np.clip(1.0 - evidence.one_off, 0.0, 1.0)
     strength = np.where(states, clear * (kk * top - 1.0) / np.maximum(kk - 1.0, 1.0), 0.0).clip(0.0, 1.0)
     repeated = _share_among_as_clear(states, (evidence.q, evidence.source_index, stated), evidence.t, burst_days,
-                               strength)
+                                     strength)
     return np.minimum(1.0 / campaign, repeated)
 
 
@@ -143,7 +145,8 @@ def source_layers(paths: np.ndarray) -> np.ndarray:
     return np.unique(parents, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
-def _groups(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float) -> tuple[np.ndarray, np.ndarray]:
+def _groups(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray,
+            gap: float) -> tuple[np.ndarray, np.ndarray]:
     """The members' rows in group order and each one's group number (same keys, times chained within ``gap``)."""
     rows = np.flatnonzero(member)
     order = rows[np.lexsort((t[rows],) + tuple(k[rows] for k in reversed(keys)))]
@@ -151,7 +154,7 @@ def _groups(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap
     for key in keys:
         same &= key[order[1:]] == key[order[:-1]]
     same &= (t[order[1:]] - t[order[:-1]]) <= gap
-    return order, np.r_[0, np.cumsum(~same)] if len(order) else np.zeros(0, dtype=np.int64)
+    return order, (np.r_[0, np.cumsum(~same)] if len(order) else np.zeros(0, dtype=np.int64))
 
 
 def _group_sizes(member: np.ndarray, keys: tuple[np.ndarray, ...], t: np.ndarray, gap: float) -> np.ndarray:
