@@ -646,11 +646,14 @@ def miss_reason(memory, result, record: Record) -> str | None:
         return "no question"
     if result.answer is None and result.when != "now":
         return "earlier value unknown"
-    options = list(memory.store.question(result.question)["options"])
+    try:  # a diagnosis that fails must not take the answer with it
+        options = list(memory.store.question(result.question)["options"])
+        terms = memory.explain(result.question, record.asked_at).terms
+    except Exception as err:  # noqa: BLE001 - any store error: say so, keep the answer
+        return f"not diagnosed ({type(err).__name__})"
     gold = {o for o in options if contains(o, record.answer)}
     if not gold:
         return "not an option"
-    terms = memory.explain(result.question, record.asked_at).terms
 
     def clear(values: set[str]) -> bool:
         return any(t.reader_probs.get(v, 0.0) >= CLEAR_READING for t in terms for v in values)
