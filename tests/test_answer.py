@@ -264,6 +264,10 @@ def test_proposed_options_no_shown_message_states_are_dropped(jobs, env):
         assert model.propose("Do I like my job?", "me", kept).options == ["yes", "no"]
         # "job" is the prompt's own example: for a question that names no job it is a copy, not a kind
         assert model.propose("How long have I used Zillow?", "me", kept).kind == ""
+        # and the example's text is no rewrite of a question that shares none of its words: the
+        # question is kept as asked (the caller stores its own words when the text is empty)
+        assert model.propose("Did I switch to more water per spoon of coffee?", "me", kept).text == ""
+        assert mine.text == "What is the user's job?"  # a rewrite of the question asked: kept
 
 
 def test_a_long_kept_message_is_shown_to_the_proposal_by_the_part_that_bears_on_the_question(jobs, env):
