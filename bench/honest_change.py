@@ -55,6 +55,7 @@ import argparse
 import contextlib
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -373,25 +374,36 @@ def campaign_part(args, learned_params_for: Callable[[Store, World], dict]) -> d
 # ---------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--world", default="quick")
-    parser.add_argument("--campaign-world", default="campaign")
-    parser.add_argument("--reporters", type=int, default=3)
-    parser.add_argument("--venues", choices=("distinct", "one"), default="distinct")
+    parser.add_argument("--seed", type=int, default=0, help="draws the worlds (default 0)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for results.json")
+    parser.add_argument("--world", default="quick", help="world preset or config JSON of the honest changes "
+                                                         "(default quick)")
+    parser.add_argument("--campaign-world", default="campaign",
+                        help="world preset or config JSON of the campaigns, drawn at quick size (default campaign)")
+    parser.add_argument("--reporters", type=int, default=3, help="new sources that tell each change (default 3)")
+    parser.add_argument("--venues", choices=("distinct", "one"), default="distinct",
+                        help="distinct: each reporter in another source group; one: all in one (default distinct)")
     parser.add_argument("--delay", type=float, default=0.5,
                         help="days from a change to its first report (default 0.5); a long one (say 40) puts the "
                              "question's own messages between the change and its reports")
-    parser.add_argument("--min-half-life", type=float, default=200.0)
-    parser.add_argument("--cap", type=int, default=15)
-    parser.add_argument("--train-steps", type=int, default=300)
-    parser.add_argument("--planted-questions", type=int, default=60)
-    parser.add_argument("--skip-campaign", action="store_true")
+    parser.add_argument("--min-half-life", type=float, default=200.0,
+                        help="changes of kinds with at least this half-life (days) are told (default 200)")
+    parser.add_argument("--cap", type=int, default=15,
+                        help="messages after a change counted before a change not followed counts as cap + 1 "
+                             "(default 15)")
+    parser.add_argument("--train-steps", type=int, default=300, help="SVI steps of each fit (default 300)")
+    parser.add_argument("--planted-questions", type=int, default=60,
+                        help="confident beliefs attacked in the campaign part (default 60)")
+    parser.add_argument("--skip-campaign", action="store_true", help="leave out the campaign part")
+    parser.add_argument("--json", action="store_true",
+                        help="print the results as one JSON object instead of the tables")
     parser.add_argument("--diagnose", action="store_true",
                         help="also score doxa-learned with the oracle's trust of the layers (every node above a "
                              "source; the sources keep their fitted trust), and doxa-learned fitted on the world "
                              "without the reporters' messages: where the gap to the oracle comes from")
     args = parser.parse_args(argv)
+    # with --json the tables go to standard error and standard output holds the one JSON object
+    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -423,29 +435,29 @@ def main(argv: list[str] | None = None) -> int:
         unreported = trained_params(quiet, world.epoch_day(world.end_day), args.train_steps, args.seed, reporters)
         systems.append(Scored("doxa-learned, fit without the reports", unreported))
     honest = follow_counts(world, evidence, systems, args.cap, args.reporters)
-    print(f"honest changes ({args.world}, seed {args.seed}, {args.reporters} new reporters a day apart from "
+    say(f"honest changes ({args.world}, seed {args.seed}, {args.reporters} new reporters a day apart from "
           f"{args.delay:g} days after the change, venues "
           f"{args.venues}): {honest['changes']} reported changes with messages after them, {honest.get('established', 0)} "
           f"whose old value every system held, {honest.get('scored', 0)} of them followed by the exact posterior "
           f"within the messages there are (scored)")
-    print(f"{'system':24s} {'followed':>9s} {'on the reports':>15s} {'median':>7s} {'mean':>6s} "
+    say(f"{'system':24s} {'followed':>9s} {'on the reports':>15s} {'median':>7s} {'mean':>6s} "
           f"{'× oracle (median)':>18s} {'× oracle (mean)':>16s} {'× exact (mean)':>15s}")
     ref = honest["systems"]
     for name, r in ref.items():
-        print(f"{name:24s} {r['followed']:9.2f} {r['on_reports']:15.2f} {r['median']:7.1f} {r['mean']:6.2f} "
+        say(f"{name:24s} {r['followed']:9.2f} {r['on_reports']:15.2f} {r['median']:7.1f} {r['mean']:6.2f} "
               f"{r['median'] / ref['oracle']['median']:18.2f} {r['mean'] / ref['oracle']['mean']:16.2f} "
               f"{r['mean'] / ref['exact']['mean']:15.2f}")
     layers = reporter_layers(world, evidence, learned, oracle)
     if unreported is not None:
         for row, other in zip(layers, reporter_layers(world, evidence, unreported, oracle)):
             row["fitted_without_reports"] = other["read_at_fitted"]
-    print(f"\nthe reporters' layers: a new source there is read at (doxa-learned: the fitted node; oracle: the truth)")
-    print(f"{'layer':38s} {'reports':>8s} {'fitted':>7s} {'90% interval':>14s} {'true':>6s} {'messages':>9s}"
+    say(f"\nthe reporters' layers: a new source there is read at (doxa-learned: the fitted node; oracle: the truth)")
+    say(f"{'layer':38s} {'reports':>8s} {'fitted':>7s} {'90% interval':>14s} {'true':>6s} {'messages':>9s}"
           + (f" {'fitted without the reports':>27s}" if unreported is not None else ""))
     for row in layers:
         lo, hi = row["interval"]
         span = f"{lo:.2f}–{hi:.2f}" if lo is not None else "–"
-        print(f"{row['layer']:38s} {row['reports']:8d} {row['read_at_fitted']:7.2f} {span:>14s} {row['true']:6.2f} "
+        say(f"{row['layer']:38s} {row['reports']:8d} {row['read_at_fitted']:7.2f} {span:>14s} {row['true']:6.2f} "
               f"{row['messages'] if row['messages'] is not None else '–':>9}"
               + (f" {row['fitted_without_reports']:27.2f}" if unreported is not None else ""))
     result = {"seed": args.seed, "world": args.world, "reporters": args.reporters, "venues": args.venues,
@@ -456,12 +468,12 @@ def main(argv: list[str] | None = None) -> int:
                     "doxa-learned (the fit, reporters' entries kept)":
                         posterior_summary(report_posteriors(world, evidence, learned_whole))}
         result["report_posteriors"] = smoothed
-        print("\nP(the answer at a report's time is the new value | all its question's evidence), mean over "
+        say("\nP(the answer at a report's time is the new value | all its question's evidence), mean over "
               "the reports (the truth is 1 for every one; right ones: reports stating the new value)")
-        print(f"{'parameters':48s} {'report':>6s} {'n':>5s} {'mean':>6s} {'right ones':>11s} {'wrong ones':>11s}")
+        say(f"{'parameters':48s} {'report':>6s} {'n':>5s} {'mean':>6s} {'right ones':>11s} {'wrong ones':>11s}")
         for name, by in smoothed.items():
             for j, row in by.items():
-                print(f"{name:48s} {int(j) + 1:6d} {row['n']:5d} {row['mean']:6.2f} {_cell2(row['right']):>11s} "
+                say(f"{name:48s} {int(j) + 1:6d} {row['n']:5d} {row['mean']:6.2f} {_cell2(row['right']):>11s} "
                       f"{_cell2(row['wrong']):>11s}")
 
     if not args.skip_campaign:
@@ -471,17 +483,19 @@ def main(argv: list[str] | None = None) -> int:
 
         camp = campaign_part(args, learned_for)
         result["campaign"] = camp
-        print(f"\ncampaigns ({camp['world']} at quick size, seed {args.seed}): {camp['campaigns']} in-stream campaigns")
-        print(f"{'system':24s} {'wrong on top after the burst':>28s}   planted claims to flip (median / p10): "
+        say(f"\ncampaigns ({camp['world']} at quick size, seed {args.seed}): {camp['campaigns']} in-stream campaigns")
+        say(f"{'system':24s} {'wrong on top after the burst':>28s}   planted claims to flip (median / p10): "
               "new sources | one source | trusted layer")
         for name, share in camp["in_stream_flipped"].items():
             scen = camp["planted"].get(name, {})
             cells = " | ".join(f"{_cell(scen.get(k, {}).get('median'))} / {_cell(scen.get(k, {}).get('p10'))}"
                                for k in ("new_sources", "one_source", "trusted_layer"))
-            print(f"{name:24s} {share:28.2f}   {cells}")
+            say(f"{name:24s} {share:28.2f}   {cells}")
     result["seconds"] = time.perf_counter() - started
     (args.out / "results.json").write_text(json.dumps(result, indent=1))
-    print(f"\n{result['seconds']:.0f} s; {args.out / 'results.json'}")
+    say(f"\n{result['seconds']:.0f} s; {args.out / 'results.json'}")
+    if args.json:
+        print(json.dumps(result))
     return 0
 
 

@@ -452,3 +452,18 @@ def test_the_honest_change_bench_smooths_as_an_enumeration_of_every_path(mem):
     assert abs(expected[1, 1] - marginals(2)[1, 1]) > 0.05
     with pytest.raises(ValueError, match="one row a question"):
         honest_change.smoothed(ev, params, [(np.array([0, 1]), np.array([0, 0]))])
+
+
+def test_the_honest_change_bench_prints_one_json_object_with_json(capsys, tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import honest_change
+
+    assert honest_change.main(["--world", "tiny", "--train-steps", "5", "--seed", "1", "--skip-campaign",
+                               "--out", str(tmp_path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)  # the tables went to standard error
+    assert "followed" in err and result == json.loads((tmp_path / "results.json").read_text())
+    assert set(result["honest_change"]["systems"]) >= {"oracle", "doxa-learned", "doxa-equal"}
