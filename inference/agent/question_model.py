@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from doxa.data.errors import StoreError
-from doxa.data.search import STOPWORDS
-from doxa.data.text import words
 
 from .llm_http import ORGANIZER_ENV, ChatClient
+from .maintenance import content_words
 from .organizer_schema import parse_reply, stated_in
 from .reader_prompts import excerpt
 from .untrusted import untrusted
@@ -100,7 +99,7 @@ class QuestionModel(ChatClient):
         if kind in EXAMPLE_KINDS and not set(kind.split("_")) & set(_kind(question).split("_")):
             kind = ""  # the example copied: the caller takes the kind from the question's own words
         text = " ".join(str(value.get("text") or "").split())
-        if not _content_words(text) & _content_words(question):
+        if not content_words(text, _PERSON_WORDS) & content_words(question, _PERSON_WORDS):
             # not the question in other words (a small model copies "What is the user's job?" for a
             # question about coffee): the caller keeps the question as it was asked
             text = ""
@@ -178,13 +177,8 @@ def _check_choice(value: dict[str, Any], ids: set[str]) -> list[str]:
     return [f'"question" must be one of {", ".join(sorted(ids))} or null, not {chosen!r}']
 
 
-#: Words a third-person rewrite adds or drops ("my job" → "the user's job"): no evidence it kept the subject matter.
+#: Words a third-person rewrite adds ("my job" → "the user's job"): no evidence it kept the subject matter.
 _PERSON_WORDS = frozenset({"user", "users", "person"})
-
-
-def _content_words(text: str) -> set[str]:
-    """The words of ``text`` that say what it is about (search's stopwords and person words left out)."""
-    return {w for w in words(text) if w not in STOPWORDS and w not in _PERSON_WORDS}
 
 
 def _kind(text: str) -> str:
